@@ -1,0 +1,1 @@
+"""Execution threads: spawning (prompt rendering), and later the agent loop and its hooks."""

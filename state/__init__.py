@@ -1,0 +1,1 @@
+"""Persistence shared by the supervisor and the agent threads: paths, tables, engine."""

@@ -1,0 +1,122 @@
+"""The SQLite engine: WAL, a busy timeout, short transactions, a schema version.
+
+Writers begin with `BEGIN IMMEDIATE`: a deferred transaction that reads and then writes
+can fail with SQLITE_BUSY at once in WAL mode instead of waiting for the busy timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DatabaseError, OperationalError
+from sqlmodel import Session, SQLModel, create_engine, select
+
+from state.errors import StateError
+from state.models import SCHEMA_VERSION, Meta
+
+T = TypeVar("T")
+
+BUSY_TIMEOUT_S = 30.0
+
+
+def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+    # Let SQLAlchemy's "begin" event issue BEGIN itself (pysqlite would defer it).
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+    cur.close()
+
+
+def _on_begin(conn: Any) -> None:
+    immediate = conn.get_execution_options().get("sqlite_immediate", False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+class Store:
+    """One state database; `read()` and `write()` give short-lived sessions."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        if not path.exists():
+            # Created 0600 before SQLite touches it: transcripts may hold private data.
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+        self.engine: Engine = create_engine(
+            f"sqlite:///{path}", connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}
+        )
+        event.listen(self.engine, "connect", _on_connect)
+        event.listen(self.engine, "begin", _on_begin)
+        self._writer = self.engine.execution_options(sqlite_immediate=True)
+        self._guard(self._init_schema)
+
+    def _init_schema(self) -> None:
+        SQLModel.metadata.create_all(self.engine)
+        with self.write() as s:
+            row = s.get(Meta, "schema_version")
+            if row is None:
+                s.add(Meta(key="schema_version", value=str(SCHEMA_VERSION)))
+            elif int(row.value) > SCHEMA_VERSION:
+                raise StateError(
+                    f"{self.path}: state schema version {row.value} is newer than this "
+                    f"supervise understands ({SCHEMA_VERSION}); upgrade supervise"
+                )
+
+    def _guard(self, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except (DatabaseError, sqlite3.DatabaseError) as exc:
+            raise self.error(exc) from exc
+
+    def error(self, exc: BaseException) -> StateError:
+        """A StateError naming the database file, for a failure SQLite reported."""
+        text = str(getattr(exc, "orig", exc))
+        if "locked" in text or "busy" in text:
+            return StateError(
+                f"{self.path}: the state database stayed locked for {BUSY_TIMEOUT_S:g}s "
+                "(another program holds a write lock); stop it and retry"
+            )
+        if isinstance(exc, OperationalError) and "disk" in text:
+            return StateError(f"{self.path}: cannot write the state database: {text}; free space")
+        return StateError(
+            f"{self.path}: the state database is unreadable ({text}); move it aside to start "
+            "afresh, or restore it from a backup"
+        )
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        try:
+            with Session(self.engine, expire_on_commit=False) as s:
+                yield s
+        except (DatabaseError, sqlite3.DatabaseError) as exc:
+            raise self.error(exc) from exc
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        """A write transaction, committed on leaving the block, rolled back on error."""
+        try:
+            with Session(self._writer, expire_on_commit=False) as s:
+                yield s
+                s.commit()
+        except (DatabaseError, sqlite3.DatabaseError) as exc:
+            raise self.error(exc) from exc
+
+    def meta(self, key: str) -> str | None:
+        with self.read() as s:
+            row = s.exec(select(Meta).where(Meta.key == key)).first()
+            return row.value if row else None
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def open_store(path: Path) -> Store:
+    return Store(path)

@@ -1,0 +1,101 @@
+"""The tables the CLI and the daemon share.
+
+Times are seconds since the epoch (float, UTC). Output positions are byte offsets into
+the process's output.log; `log_archived` counts bytes rotated out of it, so a position in
+the whole output is `log_archived + offset`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from sqlmodel import Field, SQLModel
+
+SCHEMA_VERSION = 1
+
+ProcessState = Literal["starting", "running", "exited", "lost"]
+ThreadStatus = Literal[
+    "queued", "running", "waiting_approval", "completed", "failed", "cancelled"
+]
+
+
+class Meta(SQLModel, table=True):
+    """Key/value facts about the store itself (schema version)."""
+
+    key: str = Field(primary_key=True)
+    value: str
+
+
+class ProcessRow(SQLModel, table=True):
+    __tablename__ = "process"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True)
+    command: str  # shell-quoted argv, for people
+    argv: str  # JSON list
+    cwd: str
+    state: str = Field(default="starting", index=True)
+    pid: int | None = None  # the child's pid (also its process group and session)
+    pid_started: float | None = None  # psutil create_time of the child: pids are reused
+    shim_pid: int | None = None
+    shim_started: float | None = None
+    boot_id: str = ""
+    exit_code: int | None = None
+    signal: str | None = None
+    result: str | None = None  # success | exit-code | signal | lost, as systemd says
+    started_at: float = 0.0
+    ended_at: float | None = None
+    depth: int = 0
+    parent_thread_id: int | None = None
+    # Tailing bookkeeping, committed together with the fires it produced.
+    log_offset: int = 0
+    log_inode: int | None = None
+    log_head: str | None = None
+    log_skipping: bool = False
+    log_archived: int = 0
+
+
+class HookCounter(SQLModel, table=True):
+    """How often one hook of one process has fired; exhausted once max_spawns is used up."""
+
+    __tablename__ = "hook_counter"
+
+    process_id: int = Field(primary_key=True, foreign_key="process.id")
+    hook: str = Field(primary_key=True)
+    fires: int = 0
+    refused: int = 0
+
+
+class FireRow(SQLModel, table=True):
+    """Every time a hook fired, also when a limit refused it (`spawned` false, `reason`)."""
+
+    __tablename__ = "fire"
+
+    id: int | None = Field(default=None, primary_key=True)
+    key: str = Field(unique=True)  # what makes a fire unique: a crash never repeats one
+    process_id: int = Field(index=True, foreign_key="process.id")
+    hook: str
+    trigger: str
+    at: float
+    detail: str  # the matched line, the exit, the timeout
+    exit_code: int | None = None
+    spawned: bool = False
+    reason: str | None = None
+    thread_id: int | None = None
+
+
+class ThreadRow(SQLModel, table=True):
+    """An agent execution thread; the loop that runs it comes in a later issue."""
+
+    __tablename__ = "thread"
+
+    id: int | None = Field(default=None, primary_key=True)
+    process_id: int | None = Field(default=None, index=True)
+    hook: str | None = None
+    trigger: str
+    depth: int
+    status: str = Field(default="queued", index=True)
+    created_at: float
+    not_before: float  # the shared rate limiter's start time; equals created_at when free
+    prompt: str
+    fire_id: int | None = None

@@ -1,0 +1,69 @@
+"""Where supervise keeps its state, resolved in one place.
+
+`$SUPERVISE_HOME`, else `$XDG_STATE_HOME/supervise`, else `~/.local/state/supervise`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from state.errors import StateError
+
+
+def default_home(environ: dict[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    if env.get("SUPERVISE_HOME"):
+        return Path(env["SUPERVISE_HOME"]).expanduser()
+    xdg = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(xdg).expanduser() / "supervise"
+
+
+@dataclass(frozen=True)
+class StatePaths:
+    """The layout of one state directory."""
+
+    home: Path
+
+    @property
+    def db(self) -> Path:
+        return self.home / "state.db"
+
+    @property
+    def runs(self) -> Path:
+        return self.home / "runs"
+
+    @property
+    def daemon_pid(self) -> Path:
+        return self.home / "daemon.pid"
+
+    @property
+    def daemon_log(self) -> Path:
+        return self.home / "daemon.log"
+
+    def run_dir(self, process_id: int) -> Path:
+        return self.runs / str(process_id)
+
+    def ensure(self) -> StatePaths:
+        """Create the state directory (0700) and its runs/ folder.
+
+        Raises:
+            StateError: when the directory cannot be created or is not a directory.
+        """
+        try:
+            self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self.runs.mkdir(mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise StateError(
+                f"{self.home}: cannot create the state directory: {exc.strerror}; "
+                "set SUPERVISE_HOME to a writable directory"
+            ) from exc
+        # mkdir's mode is masked by the umask and ignored for existing dirs: enforce it.
+        if self.home.stat().st_mode & 0o077:
+            self.home.chmod(0o700)
+        return self
+
+
+def state_paths(home: str | Path | None = None) -> StatePaths:
+    return StatePaths(Path(home) if home is not None else default_home())

@@ -1,0 +1,378 @@
+"""The `supervise` command: parse, call one function, map errors to exit codes in `main()`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlmodel import col, select
+
+from state.db import Store
+from state.errors import HookFileError, SuperviseError, UserError
+from state.models import FireRow, ProcessRow, ThreadRow
+from state.paths import StatePaths, state_paths
+from supervisor.daemonlock import running_pid
+from supervisor.follow import follow_output, wait_for_file
+from supervisor.hookspec import HookFile
+from supervisor.launch import LaunchRequest, launch
+from supervisor.rundir import RunDir
+from supervisor.stopping import parse_signal, stop_process
+from supervisor import views
+
+HOOK_EXTENSIONS = (".yaml", ".yml", ".json")
+RECORD_WAIT_S = 15.0
+
+EPILOG = """\
+examples:
+  supervise run --hook hooks.yaml -- python manage.py migrate
+  supervise run -- python manage.py migrate --hook hooks.yaml   (a trailing --hook FILE.yaml is ours)
+  supervise run -d --json -- ./long-job.sh
+  supervise ps
+  supervise logs 7 -f
+  supervise thread show t3
+  supervise stop 7 --grace 5
+  supervise fires
+  supervise hooks check hooks.yaml
+state: $SUPERVISE_HOME (default $XDG_STATE_HOME/supervise, else ~/.local/state/supervise)
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="supervise",
+        description="A process supervisor whose hooks spawn agent execution threads.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    r = sub.add_parser("run", help="start a supervised process (detached; follows its output)",
+                       description="Start CMD detached under a shim; its hooks spawn threads. "
+                       "Attached by default: shows the output, exits with the child's code; "
+                       "Ctrl-C detaches and leaves it running. A trailing `--hook FILE` "
+                       "(.yaml/.yml/.json) after the command is taken as supervise's option.")  # fmt: skip
+    r.add_argument("--hook", action="append", default=[], metavar="FILE",
+                   help="hook file (YAML or JSON); repeatable")  # fmt: skip
+    r.add_argument("--name", help="a name for ps (default: the program's name)")
+    r.add_argument("-d", "--detach", action="store_true", help="return at once")
+    r.add_argument("--json", action="store_true", help='with -d: print {"id", "pid", "name"}')
+    r.add_argument("--cwd", help="working directory of the process (default: here)")
+    r.add_argument("--env", action="append", default=[], metavar="K=V",
+                   help="extra environment variable; repeatable")  # fmt: skip
+    r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command")
+
+    sub.add_parser("daemon", help="run the supervisor loop in the foreground",
+                   description="Run the supervisor loop in the foreground (systemd runs it at "
+                   "boot). On start it recovers every process: fires the on_exit hooks of those "
+                   "that ended while it was down, resumes tailing the others.")  # fmt: skip
+
+    ps = sub.add_parser("ps", help="list processes and threads")
+    ps.add_argument("--json", action="store_true")
+
+    lg = sub.add_parser("logs", help="print a process's output")
+    lg.add_argument("id", type=int)
+    lg.add_argument("-f", "--follow", action="store_true", help="keep printing until it ends")
+    lg.add_argument("-n", "--lines", type=int, metavar="N", help="only the last N lines")
+
+    th = sub.add_parser("thread", help="inspect threads")
+    thsub = th.add_subparsers(dest="thread_command", metavar="SUBCOMMAND", required=True)
+    show = thsub.add_parser("show", help="a thread's prompt and transcript")
+    show.add_argument("id", help="thread id, e.g. t3")
+    show.add_argument("--json", action="store_true")
+
+    st = sub.add_parser("stop", help="stop a process: TERM to its group, KILL after --grace")
+    st.add_argument("id", type=int)
+    st.add_argument("--signal", default="TERM", help="signal to send first (default TERM)")
+    st.add_argument("--grace", type=float, default=10.0, help="seconds before KILL (default 10)")
+
+    fi = sub.add_parser("fires", help="every hook fire, refused ones with their reason")
+    fi.add_argument("--json", action="store_true")
+    fi.add_argument("--process", type=int, metavar="ID", help="only this process's fires")
+
+    hk = sub.add_parser("hooks", help="hook file tools")
+    hksub = hk.add_subparsers(dest="hooks_command", metavar="SUBCOMMAND", required=True)
+    chk = hksub.add_parser("check", help="validate hook files: every error with FILE:LINE")
+    chk.add_argument("files", nargs="+", metavar="FILE")
+    return p
+
+
+# -- run -------------------------------------------------------------------------------------
+
+
+def split_trailing_hooks(cmd: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Take `--hook FILE` (FILE ending .yaml/.yml/.json) off the end of a command line."""
+    cmd, hooks = list(cmd), []
+    while True:
+        if len(cmd) >= 3 and cmd[-2] == "--hook" and cmd[-1].endswith(HOOK_EXTENSIONS):
+            hooks.insert(0, cmd[-1])
+            del cmd[-2:]
+        elif len(cmd) >= 2 and cmd[-1].startswith("--hook=") and cmd[-1].endswith(HOOK_EXTENSIONS):
+            hooks.insert(0, cmd[-1].split("=", 1)[1])
+            del cmd[-1]
+        else:
+            return cmd, hooks
+
+
+def load_hooks(files: Sequence[str]) -> HookFile:
+    """Load and merge the hook files given to one run; every problem of every file at once."""
+    merged, problems = HookFile(), []
+    if files:
+        from supervisor.hookfile import load_hook_file
+    for f in files:
+        try:
+            hf = load_hook_file(f)
+        except HookFileError as exc:
+            problems += exc.problems
+            continue
+        try:
+            merged = merged.merge(hf)
+        except ValueError as exc:
+            problems.append(f"{f}: {exc}")
+    if problems:
+        raise HookFileError(problems)
+    return merged
+
+
+def _parse_env(pairs: Sequence[str]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UserError(f"--env {pair!r} must look like KEY=VALUE")
+        env[key] = value
+    return env
+
+
+def ensure_daemon(paths: StatePaths) -> None:
+    """Start `supervise daemon` in the background unless one already holds the lock."""
+    if running_pid(paths.daemon_pid) is not None:
+        return
+    paths.ensure()
+    env = {**os.environ, "SUPERVISE_HOME": str(paths.home)}
+    with open(paths.daemon_log, "ab") as log:
+        subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "daemon"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            cwd=paths.home,
+            env=env,
+            start_new_session=True,
+        ).returncode = 0  # it outlives us; never waited for
+
+
+def cmd_run(args: argparse.Namespace, paths: StatePaths) -> int:
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    cmd, trailing = split_trailing_hooks(cmd)
+    if not cmd:
+        raise UserError("no command given; write: supervise run [--hook FILE] -- CMD [ARGS...]")
+    hooks = load_hooks([*args.hook, *trailing])
+    extra_env = _parse_env(args.env)
+    cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
+    store = _store(paths)
+    req = LaunchRequest(argv=cmd, cwd=cwd, env={**os.environ, **extra_env}, hooks=hooks,
+                        name=args.name, env_keys=sorted(extra_env))  # fmt: skip
+    ensure_daemon(paths)
+    row = launch(store, paths, req)
+    if args.detach:
+        if args.json:
+            print(json.dumps({"id": row.id, "pid": row.pid, "name": row.name}))
+        else:
+            print(f"started process {row.id} ({row.name}, pid {row.pid}); "
+                  f"supervise logs {row.id} -f to follow")  # fmt: skip
+        return 0
+    return _attach(store, paths, row)
+
+
+def _attach(store: Store, paths: StatePaths, row: ProcessRow) -> int:
+    assert row.id is not None
+    run = RunDir(paths.run_dir(row.id))
+    try:
+        record = follow_output(run, sys.stdout.buffer, shim=(row.shim_pid, row.shim_started))
+    except KeyboardInterrupt:
+        _err(f"\nsupervise: detached; process {row.id} keeps running "
+             f"(supervise logs {row.id} -f to follow, supervise stop {row.id} to stop)")  # fmt: skip
+        return 130
+    if not wait_for_file(run.recorded, RECORD_WAIT_S):
+        _err(f"supervise: the daemon has not recorded the end of process {row.id} yet "
+             f"(is it running? see {paths.daemon_log}); its hooks fire when it does")  # fmt: skip
+    _report_threads(store, row.id)
+    if record is None:
+        _err(f"supervise: process {row.id} was lost (its shim vanished without an exit record)")
+        return 1
+    if record.signal:
+        _err(f"supervise: process {row.id} was killed by {record.signal}")
+    return record.exit_code
+
+
+def _report_threads(store: Store, process_id: int) -> None:
+    with store.read() as s:
+        threads = s.exec(select(ThreadRow).where(ThreadRow.process_id == process_id)).all()
+    for t in threads:
+        _err(f"supervise: hook {t.hook} ({t.trigger}) spawned thread t{t.id} [{t.status}]; "
+             f"supervise thread show t{t.id}")  # fmt: skip
+
+
+# -- other commands ---------------------------------------------------------------------------
+
+
+def cmd_ps(args: argparse.Namespace, paths: StatePaths) -> int:
+    store = _store(paths)
+    with store.read() as s:
+        procs = s.exec(select(ProcessRow).order_by(col(ProcessRow.id))).all()
+        threads = s.exec(select(ThreadRow).order_by(col(ThreadRow.id))).all()
+    if args.json:
+        print(json.dumps({"processes": [views.process_json(p) for p in procs],
+                          "threads": [views.thread_json(t) for t in threads]}, indent=1))  # fmt: skip
+        return 0
+    now = time.time()
+    print("PROCESSES")
+    print(views.process_table(procs, now) if procs else "(none)")
+    print("\nTHREADS")
+    print(views.thread_table(threads, now) if threads else "(none)")
+    if running_pid(paths.daemon_pid) is None and any(p.state in ("starting", "running") for p in procs):
+        _err("supervise: no daemon is running, so states may be stale and hooks wait; "
+             "start one with `supervise daemon` (or any `supervise run`)")  # fmt: skip
+    return 0
+
+
+def _process(store: Store, process_id: int) -> ProcessRow:
+    with store.read() as s:
+        row = s.get(ProcessRow, process_id)
+    if row is None:
+        raise UserError(f"no process {process_id}; `supervise ps` lists them")
+    return row
+
+
+def cmd_logs(args: argparse.Namespace, paths: StatePaths) -> int:
+    store = _store(paths)
+    row = _process(store, args.id)
+    run = RunDir(paths.run_dir(args.id))
+    out = sys.stdout.buffer
+    offset = 0
+    size = run.output.stat().st_size if run.output.exists() else 0
+    if args.lines is not None:
+        if args.lines < 0:
+            raise UserError(f"-n must be 0 or more, got {args.lines}")
+        from supervisor.tailing import tail_lines
+
+        for line in tail_lines(run.output, size, args.lines) if args.lines else []:
+            out.write(line.encode() + b"\n")
+        out.flush()
+        offset = size
+    if args.follow:
+        try:
+            follow_output(run, out, offset=offset, shim=(row.shim_pid, row.shim_started))
+        except KeyboardInterrupt:
+            return 0
+    elif args.lines is None:
+        with open(run.output, "rb") as f:
+            while chunk := f.read(1 << 16):
+                out.write(chunk)
+        out.flush()
+    return 0
+
+
+def _thread_id(text: str) -> int:
+    raw = text[1:] if text.lower().startswith("t") else text
+    if not raw.isdigit():
+        raise UserError(f"thread id must look like t3, got {text!r}")
+    return int(raw)
+
+
+def cmd_thread(args: argparse.Namespace, paths: StatePaths) -> int:
+    store = _store(paths)
+    with store.read() as s:
+        t = s.get(ThreadRow, _thread_id(args.id))
+    if t is None:
+        raise UserError(f"no thread {args.id}; `supervise ps` lists them")
+    print(json.dumps(views.thread_json(t, full=True), indent=1) if args.json else views.thread_text(t))
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace, paths: StatePaths) -> int:
+    store = _store(paths)
+    row = _process(store, args.id)
+    report = stop_process(row, RunDir(paths.run_dir(args.id)), sig=parse_signal(args.signal),
+                          grace=args.grace, say=lambda m: _err(f"supervise: {m}"))  # fmt: skip
+    rec = report.record
+    if rec is None:
+        _err(f"supervise: process {args.id} got {', '.join(report.sent)}; its end is not recorded yet")
+    else:
+        how = f"killed by {rec.signal}" if rec.signal else f"exited with code {rec.exit_code}"
+        print(f"process {args.id} stopped: {how}")
+    return 0
+
+
+def cmd_fires(args: argparse.Namespace, paths: StatePaths) -> int:
+    store = _store(paths)
+    with store.read() as s:
+        q = select(FireRow).order_by(col(FireRow.id))
+        if args.process is not None:
+            q = q.where(FireRow.process_id == args.process)
+        fires = s.exec(q).all()
+    if args.json:
+        print(json.dumps([views.fire_json(f) for f in fires], indent=1))
+    else:
+        print(views.fire_table(fires) if fires else "(no fires)")
+    return 0
+
+
+def cmd_hooks(args: argparse.Namespace, _paths: StatePaths) -> int:
+    from supervisor.hookfile import load_hook_file
+
+    problems: list[str] = []
+    for f in args.files:
+        try:
+            hf = load_hook_file(f)
+        except HookFileError as exc:
+            problems += exc.problems
+            continue
+        names = ", ".join(f"{h.name} ({h.kind})" for h in hf.hooks) or "no hooks"
+        print(f"{f}: OK: {names}; limits max_depth={hf.limits.max_depth} rate={hf.limits.rate.text}")
+    if problems:
+        raise HookFileError(problems)
+    return 0
+
+
+def cmd_daemon(_args: argparse.Namespace, paths: StatePaths) -> int:
+    from supervisor.daemon import configure_logging, run_daemon
+
+    configure_logging()
+    return run_daemon(paths)
+
+
+def _store(paths: StatePaths) -> Store:
+    paths.ensure()
+    return Store(paths.db)
+
+
+def _err(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+COMMANDS: dict[str, Any] = {
+    "run": cmd_run, "daemon": cmd_daemon, "ps": cmd_ps, "logs": cmd_logs,
+    "thread": cmd_thread, "stop": cmd_stop, "fires": cmd_fires, "hooks": cmd_hooks,
+}  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: every SuperviseError becomes its message and exit code, no traceback."""
+    args = _parser().parse_args(argv)
+    try:
+        return int(COMMANDS[args.command](args, state_paths()))
+    except SuperviseError as exc:
+        _err(f"supervise: {exc}" if not isinstance(exc, HookFileError) else str(exc))
+        return exc.exit_code
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,225 @@
+"""What a hook file means, as plain values: hooks, triggers, limits.
+
+`hookfile.py` turns a file into these; everything else (the daemon, the trigger decisions,
+the run-dir snapshot) reads only these. They round-trip through JSON for `spec.json`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+TriggerKind = Literal["on_exit", "on_output_match", "on_timeout"]
+
+_RATE_UNITS = {
+    "s": 1.0,
+    "sec": 1.0,
+    "second": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "minute": 60.0,
+    "h": 3600.0,
+    "hour": 3600.0,
+    "d": 86400.0,
+    "day": 86400.0,
+}
+_RATE_RE = re.compile(r"^\s*(\d+)\s*/\s*([a-z]+?)s?\s*$")
+
+
+@dataclass(frozen=True)
+class Rate:
+    """At most `count` thread starts per `per_seconds`, shared by every thread creation."""
+
+    count: int
+    per_seconds: float
+
+    @classmethod
+    def parse(cls, text: str) -> Rate:
+        """Parse `N/second|minute|hour|day` (also `N/s`, `N/m`, `N/h`, plural units).
+
+        Raises:
+            ValueError: with a message that says how to write a rate.
+        """
+        m = _RATE_RE.match(text.lower())
+        if not m or m.group(2) not in _RATE_UNITS:
+            raise ValueError(
+                f"rate must look like 10/minute (units: second, minute, hour, day), got {text!r}"
+            )
+        count = int(m.group(1))
+        if count < 1:
+            raise ValueError(f"rate must allow at least 1 thread, got {text!r}; write 1/hour")
+        return cls(count, _RATE_UNITS[m.group(2)])
+
+    @property
+    def text(self) -> str:
+        for unit in ("second", "minute", "hour", "day"):
+            if _RATE_UNITS[unit] == self.per_seconds:
+                return f"{self.count}/{unit}"
+        return f"{self.count}/{self.per_seconds:g}s"
+
+    def stricter(self, other: Rate) -> Rate:
+        """The rate that allows fewer threads per second (on a tie, the longer window)."""
+        mine, theirs = self.count / self.per_seconds, other.count / other.per_seconds
+        if mine != theirs:
+            return self if mine < theirs else other
+        return self if self.per_seconds >= other.per_seconds else other
+
+
+DEFAULT_RATE = Rate(10, 60.0)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Limits on what a process's hooks may spawn."""
+
+    max_depth: int = 3
+    rate: Rate = DEFAULT_RATE
+
+    def strictest(self, other: Limits) -> Limits:
+        """The limits a child process keeps: the stricter of its own and its parent's."""
+        return Limits(min(self.max_depth, other.max_depth), self.rate.stricter(other.rate))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"max_depth": self.max_depth, "rate": self.rate.text}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Limits:
+        return cls(int(data["max_depth"]), Rate.parse(str(data["rate"])))
+
+
+@dataclass(frozen=True)
+class OnExit:
+    """Fires once the child has ended and all its output was scanned."""
+
+    exit_codes: tuple[int, ...] | None = None  # None: any exit code
+
+    def accepts(self, exit_code: int | None) -> bool:
+        """Whether an exit with this code fires the hook; None is an unknown code."""
+        if self.exit_codes is None:
+            return True
+        return exit_code is not None and exit_code in self.exit_codes
+
+
+@dataclass(frozen=True)
+class OnOutputMatch:
+    """Fires for each output line the regular expression (RE2 syntax) finds a match in."""
+
+    pattern: str
+
+
+@dataclass(frozen=True)
+class OnTimeout:
+    """Fires once if the process still runs `seconds` after it started."""
+
+    seconds: float
+
+
+Trigger = OnExit | OnOutputMatch | OnTimeout
+
+
+def trigger_kind(trigger: Trigger) -> TriggerKind:
+    if isinstance(trigger, OnExit):
+        return "on_exit"
+    if isinstance(trigger, OnOutputMatch):
+        return "on_output_match"
+    return "on_timeout"
+
+
+@dataclass(frozen=True)
+class Hook:
+    """One process hook: a trigger, what to tell the thread, and how often it may fire."""
+
+    name: str
+    trigger: Trigger
+    instructions: str
+    max_spawns: int = 1
+
+    @property
+    def kind(self) -> TriggerKind:
+        return trigger_kind(self.trigger)
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any]
+        if isinstance(self.trigger, OnExit):
+            codes = self.trigger.exit_codes
+            body = {"exit_codes": list(codes) if codes is not None else None}
+        elif isinstance(self.trigger, OnOutputMatch):
+            body = {"pattern": self.trigger.pattern}
+        else:
+            body = {"seconds": self.trigger.seconds}
+        return {
+            "name": self.name,
+            self.kind: body,
+            "instructions": self.instructions,
+            "max_spawns": self.max_spawns,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Hook:
+        trigger: Trigger
+        if "on_exit" in data:
+            codes = data["on_exit"].get("exit_codes")
+            trigger = OnExit(tuple(int(c) for c in codes) if codes is not None else None)
+        elif "on_output_match" in data:
+            trigger = OnOutputMatch(str(data["on_output_match"]["pattern"]))
+        else:
+            trigger = OnTimeout(float(data["on_timeout"]["seconds"]))
+        return cls(str(data["name"]), trigger, str(data["instructions"]), int(data["max_spawns"]))
+
+
+@dataclass(frozen=True)
+class HookFile:
+    """A whole hook file (or several merged): the snapshot a run keeps in its spec.json."""
+
+    hooks: tuple[Hook, ...] = ()
+    purpose: str | None = None
+    context: dict[str, Any] = field(default_factory=dict)
+    limits: Limits = Limits()
+    agent: dict[str, Any] = field(default_factory=dict)
+    sources: tuple[str, ...] = ()
+
+    def merge(self, other: HookFile) -> HookFile:
+        """Combine two files given to one run: hooks add up, later keys win, limits tighten.
+
+        Raises:
+            ValueError: when both files define a hook with the same name.
+        """
+        names = {h.name for h in self.hooks}
+        clash = sorted(names & {h.name for h in other.hooks})
+        if clash:
+            raise ValueError(
+                f"hook name {clash[0]!r} is defined in more than one hook file; rename one"
+            )
+        return HookFile(
+            hooks=self.hooks + other.hooks,
+            purpose=other.purpose if other.purpose is not None else self.purpose,
+            context={**self.context, **other.context},
+            limits=self.limits.strictest(other.limits),
+            agent={**self.agent, **other.agent},
+            sources=self.sources + other.sources,
+        )
+
+    def with_limits(self, limits: Limits) -> HookFile:
+        return replace(self, limits=limits)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "purpose": self.purpose,
+            "context": self.context,
+            "hooks": [h.to_json() for h in self.hooks],
+            "limits": self.limits.to_json(),
+            "agent": self.agent,
+            "sources": list(self.sources),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> HookFile:
+        return cls(
+            hooks=tuple(Hook.from_json(h) for h in data.get("hooks", [])),
+            purpose=data.get("purpose"),
+            context=dict(data.get("context") or {}),
+            limits=Limits.from_json(data["limits"]) if "limits" in data else Limits(),
+            agent=dict(data.get("agent") or {}),
+            sources=tuple(data.get("sources", [])),
+        )

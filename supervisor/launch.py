@@ -1,0 +1,204 @@
+"""Starting a supervised process: validate, record, create its run dir, start the shim.
+
+The CLI calls this; a thread's RunProcess tool will too. Nothing is left half-recorded: if the
+shim cannot start, the row and the run dir are removed again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shlex
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from state.db import Store
+from state.errors import LaunchError, UserError
+from state.models import ProcessRow
+from state.paths import StatePaths
+from supervisor.hookspec import HookFile, Limits
+from supervisor.identity import boot_id, start_time
+from supervisor.rundir import RunDir
+
+SHIM = Path(__file__).with_name("shim.sh")
+READY_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """What to run and how: argv, where, with which hooks, at which depth."""
+
+    argv: Sequence[str]
+    cwd: Path
+    env: Mapping[str, str]
+    hooks: HookFile = HookFile()
+    name: str | None = None
+    env_keys: Sequence[str] = ()  # the names given with --env, kept in spec.json
+    depth: int = 0
+    parent_thread_id: int | None = None
+    parent_limits: Limits | None = None  # a thread's process: keep the strictest limits
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def resolve_command(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> str:
+    """The executable argv[0] names, found as a shell would.
+
+    Raises:
+        UserError: if there is no such command or it is not executable.
+    """
+    if not argv:
+        raise UserError("no command given; write: supervise run -- CMD [ARGS...]")
+    prog = argv[0]
+    if "/" in prog:
+        path = Path(prog) if os.path.isabs(prog) else cwd / prog
+        if not path.exists():
+            raise UserError(f"command not found: {prog} (no such file in {cwd}); check the path")
+        if path.is_dir() or not os.access(path, os.X_OK):
+            raise UserError(f"command not executable: {prog}; chmod +x it or run it via its interpreter")
+        return str(path)
+    found = shutil.which(prog, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise UserError(f"command not found: {prog}; check the name, or the PATH the process gets")
+    return found
+
+
+def launch(
+    store: Store,
+    paths: StatePaths,
+    req: LaunchRequest,
+    *,
+    clock: Callable[[], float] = time.time,
+) -> ProcessRow:
+    """Start `req` detached under a shim and return its row (state running).
+
+    Raises:
+        UserError: the command does not exist or the cwd is missing.
+        LaunchError: the shim could not be started.
+    """
+    if not req.cwd.is_dir():
+        raise UserError(f"working directory does not exist: {req.cwd}; pass an existing --cwd")
+    resolve_command(req.argv, req.cwd, req.env)
+    paths.ensure()
+    hooks = req.hooks
+    if req.parent_limits is not None:
+        hooks = hooks.with_limits(hooks.limits.strictest(req.parent_limits))
+    row = _insert_row(store, req, clock())
+    run = RunDir(paths.run_dir(_id(row)))
+    try:
+        run.path.mkdir(mode=0o700)
+        run.write_spec(_spec(row, req, hooks))
+        shim_pid, child_pid = _start_shim(run, req)
+    except BaseException as exc:
+        _forget(store, _id(row), run)
+        if isinstance(exc, OSError):
+            raise LaunchError(f"cannot start {req.argv[0]}: {exc}") from exc
+        raise
+    return _mark_running(store, _id(row), shim_pid, child_pid)
+
+
+def _id(row: ProcessRow) -> int:
+    assert row.id is not None
+    return row.id
+
+
+def _insert_row(store: Store, req: LaunchRequest, now: float) -> ProcessRow:
+    name = req.name or Path(req.argv[0]).name
+    row = ProcessRow(
+        name=name,
+        command=shlex.join(req.argv),
+        argv=json.dumps(list(req.argv)),
+        cwd=str(req.cwd),
+        state="starting",
+        boot_id=boot_id(),
+        started_at=now,
+        depth=req.depth,
+        parent_thread_id=req.parent_thread_id,
+    )
+    with store.write() as s:
+        s.add(row)
+        s.flush()
+        s.refresh(row)
+    return row
+
+
+def _spec(row: ProcessRow, req: LaunchRequest, hooks: HookFile) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "name": row.name,
+        "argv": list(req.argv),
+        "cwd": str(req.cwd),
+        "env_keys": list(req.env_keys),  # names only: values may be secrets
+        "depth": req.depth,
+        "parent_thread_id": req.parent_thread_id,
+        "started_at": row.started_at,
+        "hooks": hooks.to_json(),
+        **dict(req.extra),
+    }
+
+
+def _start_shim(run: RunDir, req: LaunchRequest) -> tuple[int, int]:
+    log = os.open(run.output, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    ready_r, ready_w = os.pipe()
+    try:
+        shim = subprocess.Popen(
+            ["/bin/sh", str(SHIM), str(run.path), str(ready_w), *req.argv],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            cwd=req.cwd,
+            env=dict(req.env),
+            pass_fds=(ready_w,),
+            start_new_session=True,  # no controlling terminal: closing it sends no SIGHUP
+        )
+    finally:
+        os.close(log)
+        os.close(ready_w)
+    try:
+        child = _read_ready(ready_r)
+    finally:
+        os.close(ready_r)
+    # The shim outlives us; Popen's finalizer must not warn about it, and we never wait.
+    shim.returncode = 0
+    return shim.pid, child
+
+
+def _read_ready(fd: int) -> int:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    buf = b""
+    while not buf.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise LaunchError(f"the shim did not report its child within {READY_TIMEOUT_S:g}s")
+        chunk = os.read(fd, 64)
+        if not chunk:
+            raise LaunchError("the shim ended before starting the child; see its output.log")
+        buf += chunk
+    return int(buf)
+
+
+def _mark_running(store: Store, process_id: int, shim_pid: int, child_pid: int) -> ProcessRow:
+    with store.write() as s:
+        row = s.get(ProcessRow, process_id)
+        assert row is not None
+        row.pid = child_pid
+        row.pid_started = start_time(child_pid)
+        row.shim_pid = shim_pid
+        row.shim_started = start_time(shim_pid)
+        if row.state == "starting":  # the daemon may already have seen it end
+            row.state = "running"
+        s.add(row)
+    return row
+
+
+def _forget(store: Store, process_id: int, run: RunDir) -> None:
+    with store.write() as s:
+        row = s.get(ProcessRow, process_id)
+        if row is not None:
+            s.delete(row)
+    shutil.rmtree(run.path, ignore_errors=True)

@@ -1,0 +1,75 @@
+"""Whether a fire may spawn a thread, and when: pure decisions, no I/O.
+
+- max_spawns: a hook fires at most that many times per process. Fires refused for depth
+  count too, so a noisy pattern stays bounded. The first fire past the budget is recorded
+  as refused (`max_spawns`); after that the hook is exhausted and no longer scanned.
+- depth: a process at depth d spawns threads at d+1, refused past `max_depth`.
+- rate: every thread creation shares one sliding window; over the rate a thread is created
+  queued with a later not-before time. It is never dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from supervisor.hookspec import Limits, Rate
+
+Verdict = Literal["spawn", "refuse", "suppress"]
+
+
+@dataclass(frozen=True)
+class Counter:
+    """A hook's history on one process."""
+
+    fires: int = 0
+    refused: int = 0
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: Verdict
+    reason: str | None
+    counter: Counter  # the hook's counter after this fire
+
+    @property
+    def recorded(self) -> bool:
+        return self.verdict != "suppress"
+
+
+def decide(counter: Counter, max_spawns: int, depth: int, limits: Limits) -> Decision:
+    """What one fire of a hook does, given its history and the process's depth."""
+    if counter.fires >= max_spawns:
+        after = Counter(counter.fires, counter.refused + 1)
+        if counter.refused == 0:
+            return Decision("refuse", "max_spawns", after)
+        return Decision("suppress", "max_spawns", after)
+    after = Counter(counter.fires + 1, counter.refused)
+    if depth + 1 > limits.max_depth:
+        return Decision("refuse", "depth", after)
+    return Decision("spawn", None, after)
+
+
+def exhausted(counter: Counter, max_spawns: int) -> bool:
+    """No further fire of this hook would be recorded: stop looking for it."""
+    return counter.fires >= max_spawns and counter.refused > 0
+
+
+def scan_budget(counter: Counter, max_spawns: int) -> int:
+    """How many more matches of a hook are worth finding in the next output."""
+    if exhausted(counter, max_spawns):
+        return 0
+    return max_spawns - counter.fires + 1
+
+
+def not_before(recent_starts: Sequence[float], now: float, rate: Rate) -> float:
+    """When a new thread may start: at most `rate.count` starts in any `rate.per_seconds`.
+
+    `recent_starts` are the latest scheduled starts of all threads, oldest first. Each new
+    start is at or after every earlier one, so the window check needs only the count-th
+    latest.
+    """
+    if len(recent_starts) < rate.count:
+        return now
+    return max(now, recent_starts[-rate.count] + rate.per_seconds)

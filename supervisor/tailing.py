@@ -1,0 +1,144 @@
+"""Reading a growing output.log line by line from a saved position.
+
+Lines, not chunks: a partial last line waits for its newline until the process has ended.
+A line longer than MAX_LINE is matched on its first MAX_LINE bytes and the rest is skipped
+without buffering it. A file replaced, truncated or rewritten under us (new inode, size below
+the offset, a different first line, as fail2ban checks) restarts reading from its start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+MAX_LINE = 64 * 1024
+READ_CHUNK = 8 * 1024 * 1024
+_HEAD_BYTES = 256
+
+
+@dataclass(frozen=True)
+class TailPos:
+    """Where reading stopped; saved with the fires it produced, in one transaction."""
+
+    offset: int = 0
+    inode: int | None = None
+    head: str | None = None  # hash of the file's first line (at most 256 bytes of it)
+    skipping: bool = False  # inside an over-long line whose prefix was already matched
+
+
+@dataclass(frozen=True)
+class Lines:
+    """Whole lines read from `start`; `data` ends with a newline unless `final`."""
+
+    start: int
+    data: bytes
+    pos: TailPos
+    restarted: str | None = None  # why reading went back to the file's start
+
+    @property
+    def empty(self) -> bool:
+        return not self.data
+
+
+def head_hash(first: bytes) -> str | None:
+    """The fingerprint of a file's beginning, once there is enough of it to be stable."""
+    nl = first.find(b"\n")
+    if nl >= 0:
+        first = first[: nl + 1]
+    elif len(first) < _HEAD_BYTES:
+        return None  # the first line is still being written
+    return hashlib.blake2b(first[:_HEAD_BYTES], digest_size=8).hexdigest()
+
+
+def _check_same_file(fd: int, pos: TailPos) -> tuple[TailPos, str | None]:
+    st = os.fstat(fd)
+    reason = None
+    if pos.inode is not None and st.st_ino != pos.inode:
+        reason = "replaced"
+    elif st.st_size < pos.offset:
+        reason = "truncated"
+    elif pos.head is not None and pos.offset > 0:
+        if head_hash(os.pread(fd, _HEAD_BYTES, 0)) != pos.head:
+            reason = "rewritten"
+    if reason is not None:
+        return TailPos(inode=st.st_ino), reason
+    if pos.inode is None:
+        pos = replace(pos, inode=st.st_ino)
+    return pos, None
+
+
+def read_lines(path: Path, pos: TailPos, *, final: bool, chunk: int = READ_CHUNK) -> Lines:
+    """Read the next whole lines after `pos` (at most about `chunk` bytes).
+
+    Args:
+        path: the output file.
+        pos: where the previous read stopped.
+        final: the writer has ended, so a last line without a newline counts.
+        chunk: how much to read at once; bounds memory.
+
+    Returns:
+        The lines (possibly none) and the position after them.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return Lines(pos.offset, b"", pos)
+    try:
+        pos, restarted = _check_same_file(fd, pos)
+        if pos.head is None:
+            pos = replace(pos, head=head_hash(os.pread(fd, _HEAD_BYTES, 0)))
+        data = os.pread(fd, chunk, pos.offset)
+    finally:
+        os.close(fd)
+    return _cut_lines(data, pos, final=final, restarted=restarted)
+
+
+def _cut_lines(data: bytes, pos: TailPos, *, final: bool, restarted: str | None) -> Lines:
+    start = pos.offset
+    if pos.skipping:
+        nl = data.find(b"\n")
+        if nl < 0:
+            # Still inside the over-long line: consume it without keeping it.
+            return Lines(start + len(data), b"", replace(pos, offset=start + len(data)), restarted)
+        start += nl + 1
+        data = data[nl + 1 :]
+        pos = replace(pos, skipping=False)
+    last = data.rfind(b"\n")
+    whole, partial = data[: last + 1], data[last + 1 :]
+    end = start + len(whole)
+    if partial and (final or len(partial) >= MAX_LINE):
+        if len(partial) >= MAX_LINE and not final:
+            # Match the prefix as a line now; skip the rest of it until its newline.
+            return Lines(
+                start,
+                whole + partial[:MAX_LINE] + b"\n",
+                replace(pos, offset=end + len(partial), skipping=True),
+                restarted,
+            )
+        whole += partial
+        end += len(partial)
+    return Lines(start, whole, replace(pos, offset=end), restarted)
+
+
+def tail_lines(path: Path, end: int | None = None, count: int = 50, max_bytes: int = 1 << 20) -> list[str]:
+    """The last `count` lines of the file before byte `end`, decoded with replacement.
+
+    Reads at most `max_bytes` from the end, so a huge line never loads whole.
+    """
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            stop = size if end is None else min(end, size)
+            begin = max(0, stop - max_bytes)
+            f.seek(begin)
+            blob = f.read(stop - begin)
+    except FileNotFoundError:
+        return []
+    lines = blob.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    if begin > 0 and lines:
+        lines.pop(0)  # cut mid-line by the byte bound
+    return [ln.decode("utf-8", "replace").rstrip("\r") for ln in lines[-count:]]

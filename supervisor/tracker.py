@@ -1,0 +1,223 @@
+"""One supervised process as the daemon sees it: scan new output, fire hooks, notice the end.
+
+Every method here blocks (files, SQLite, /proc) and runs in a worker thread; the daemon calls
+them one at a time per process.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agent_threads.spawn import FireFacts
+from state.db import Store
+from state.models import ProcessRow
+from state.paths import StatePaths
+from supervisor.firing import FireEvent, Outcome, commit_fires, load_counters
+from supervisor.hookspec import Hook, HookFile, OnExit, OnOutputMatch, OnTimeout
+from supervisor.identity import boot_id, is_same, start_time
+from supervisor.limits import Counter, scan_budget
+from supervisor.matching import Matcher
+from supervisor.rundir import ExitRecord, RunDir
+from supervisor.tailing import Lines, TailPos, read_lines, tail_lines
+
+log = logging.getLogger("supervise.daemon")
+
+STARTING_GRACE_S = 60.0  # a row still "starting" after this, with no shim, was never launched
+
+
+@dataclass
+class StepResult:
+    """What the event loop must do after a step."""
+
+    ended: bool = False
+    watch_pid: int | None = None  # a pid whose end we must hear about (pidfd)
+    timeouts: list[tuple[str, float]] = field(default_factory=list)  # (hook, deadline)
+    outcomes: list[Outcome] = field(default_factory=list)
+
+
+class Tracker:
+    """The daemon's view of one process, loaded from its row and its run dir's spec."""
+
+    def __init__(self, store: Store, paths: StatePaths, row: ProcessRow, *, clock: Callable[[], float] = time.time) -> None:
+        assert row.id is not None
+        self.id = row.id
+        self.store = store
+        self.clock = clock
+        self.run = RunDir(paths.run_dir(row.id))
+        spec = self.run.read_spec()
+        self.hooks = HookFile.from_json(spec["hooks"])
+        self.command = row.command
+        self.depth = row.depth
+        self.started_at = row.started_at
+        self.pid = row.pid
+        self.pid_started = row.pid_started
+        self.shim_pid = row.shim_pid
+        self.shim_started = row.shim_started
+        self.boot_id = row.boot_id
+        self.pos = TailPos(row.log_offset, row.log_inode, row.log_head, row.log_skipping)
+        self.archived = row.log_archived
+        self.match_hooks = [h for h in self.hooks.hooks if isinstance(h.trigger, OnOutputMatch)]
+        self.matcher = Matcher([h.trigger.pattern for h in self.match_hooks if isinstance(h.trigger, OnOutputMatch)])
+        self.counters = load_counters(store, self.id)
+        self.timeouts_armed = False
+
+    # -- facts ---------------------------------------------------------------------------
+
+    def _facts(self, hook: Hook, at: float, tail_end: int | None, **kw: object) -> FireFacts:
+        return FireFacts(
+            command=self.command,
+            pid=self.pid,
+            trigger=hook.kind,
+            hook_name=hook.name,
+            instructions=hook.instructions,
+            runtime_s=at - self.started_at,
+            purpose=self.hooks.purpose,
+            context=self.hooks.context,
+            output_tail=tail_lines(self.run.output, tail_end),
+            **kw,  # type: ignore[arg-type]
+        )
+
+    def _counter(self, hook: Hook) -> Counter:
+        return self.counters.get(hook.name, Counter())
+
+    # -- the step --------------------------------------------------------------------------
+
+    def step(self, *, check_liveness: bool, timeouts_due: list[str] | None = None) -> StepResult:
+        """Scan new output, and settle the process if it ended."""
+        res = StepResult()
+        self._learn_pids()
+        record = self.run.read_exit()
+        self._scan(final=record is not None, res=res)
+        if record is not None:
+            self._exited(record, res)
+            return res
+        if timeouts_due:
+            self._fire_timeouts(timeouts_due, res)
+        if check_liveness and not self._alive():
+            record = self.run.read_exit()  # the shim may have written it just now
+            self._scan(final=True, res=res)
+            if record is not None:
+                self._exited(record, res)
+            else:
+                self._lost(res)
+            return res
+        res.watch_pid = self.shim_pid if is_same(self.shim_pid, self.shim_started) else self.pid
+        if not self.timeouts_armed:
+            res.timeouts = self._pending_timeouts()
+            self.timeouts_armed = True
+        return res
+
+    def _learn_pids(self) -> None:
+        # A row still "starting" (the CLI has not written the pids yet): read the run dir.
+        if self.pid is None and (pid := self.run.read_pid("child")) is not None:
+            self.pid, self.pid_started = pid, start_time(pid)
+        if self.shim_pid is None and (pid := self.run.read_pid("shim")) is not None:
+            self.shim_pid, self.shim_started = pid, start_time(pid)
+
+    def _alive(self) -> bool:
+        if self.boot_id != boot_id():
+            return False  # the machine restarted: every saved pid is dead
+        if self.shim_pid is None and self.pid is None:
+            return self.clock() - self.started_at < STARTING_GRACE_S
+        return is_same(self.shim_pid, self.shim_started) or is_same(self.pid, self.pid_started)
+
+    def _scan(self, *, final: bool, res: StepResult) -> None:
+        while True:
+            lines = read_lines(self.run.output, self.pos, final=final)
+            if lines.restarted:
+                log.warning("process %d: output.log was %s; reading it from its start", self.id, lines.restarted)
+            if lines.empty and lines.pos == self.pos:
+                return
+            self._commit_lines(lines, res)
+
+    def _commit_lines(self, lines: Lines, res: StepResult) -> None:
+        base = self.archived + (self.pos.offset if lines.restarted else 0)
+        budget = [scan_budget(self._counter(h), h.max_spawns) for h in self.match_hooks]
+        now = self.clock()
+        events = []
+        for m in self.matcher.scan(lines.data, budget):
+            hook = self.match_hooks[m.pattern]
+            text = lines.data[m.start : m.end].decode("utf-8", "replace").rstrip("\r")
+            assert isinstance(hook.trigger, OnOutputMatch)
+            facts = self._facts(hook, now, lines.start + m.end + 1, matched_line=text, pattern=hook.trigger.pattern)
+            events.append(FireEvent(hook, f"{self.id}:{hook.name}:@{base + lines.start + m.start}", now, text, facts))
+        new_pos, old_offset = lines.pos, self.pos.offset
+
+        def update(row: ProcessRow) -> None:
+            row.log_offset, row.log_inode, row.log_head = new_pos.offset, new_pos.inode, new_pos.head
+            row.log_skipping, row.log_archived = new_pos.skipping, base
+
+        outcomes, self.counters = commit_fires(
+            self.store, self.id, events, limits=self.hooks.limits, expect_offset=old_offset, update=update
+        )
+        self.pos, self.archived = new_pos, base
+        res.outcomes += outcomes
+
+    def _exited(self, record: ExitRecord, res: StepResult) -> None:
+        events = []
+        for hook in self.hooks.hooks:
+            if isinstance(hook.trigger, OnExit) and hook.trigger.accepts(record.exit_code):
+                facts = self._facts(hook, record.ended_at, None, exit_code=record.exit_code, signal=record.signal)
+                detail = f"exit code {record.exit_code}" + (f" ({record.signal})" if record.signal else "")
+                events.append(FireEvent(hook, f"{self.id}:{hook.name}:exit", record.ended_at, detail, facts, record.exit_code))
+
+        def update(row: ProcessRow) -> None:
+            row.state, row.exit_code, row.signal = "exited", record.exit_code, record.signal
+            row.result, row.ended_at = record.result, record.ended_at
+            row.pid, row.shim_pid = row.pid or self.pid, row.shim_pid or self.shim_pid
+
+        self._settle(events, update, res)
+
+    def _lost(self, res: StepResult) -> None:
+        now = self.clock()
+        events = []
+        for hook in self.hooks.hooks:
+            if isinstance(hook.trigger, OnExit):
+                facts = self._facts(hook, now, None)
+                refuse = None if hook.trigger.exit_codes is None else "lost"
+                events.append(FireEvent(hook, f"{self.id}:{hook.name}:exit", now, "lost: exit code unknown", facts, None, refuse))
+
+        def update(row: ProcessRow) -> None:
+            row.state, row.result, row.ended_at = "lost", "lost", now
+
+        self._settle(events, update, res)
+
+    def _settle(self, events: list[FireEvent], update: Callable[[ProcessRow], None], res: StepResult) -> None:
+        outcomes, self.counters = commit_fires(
+            self.store, self.id, events, limits=self.hooks.limits, expect_offset=self.pos.offset, update=update
+        )
+        res.outcomes += outcomes
+        res.ended = True
+        try:
+            self.run.recorded.touch()
+        except OSError:
+            pass  # only a convenience for an attached `supervise run`
+
+    # -- timeouts ------------------------------------------------------------------------
+
+    def _timeout_hooks(self) -> list[tuple[Hook, OnTimeout]]:
+        return [(h, h.trigger) for h in self.hooks.hooks if isinstance(h.trigger, OnTimeout)]
+
+    def _pending_timeouts(self) -> list[tuple[str, float]]:
+        return [
+            (h.name, self.started_at + t.seconds)
+            for h, t in self._timeout_hooks()
+            if self._counter(h) == Counter()
+        ]
+
+    def _fire_timeouts(self, names: list[str], res: StepResult) -> None:
+        events = []
+        for hook, t in self._timeout_hooks():
+            if hook.name in names and self._counter(hook) == Counter():
+                at = self.clock()
+                facts = self._facts(hook, at, None, timeout_s=t.seconds)
+                events.append(FireEvent(hook, f"{self.id}:{hook.name}:timeout", at, f"still running after {t.seconds:g}s", facts))
+        if events:
+            outcomes, self.counters = commit_fires(
+                self.store, self.id, events, limits=self.hooks.limits, expect_offset=self.pos.offset, update=lambda row: None
+            )
+            res.outcomes += outcomes
+

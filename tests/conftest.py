@@ -1,0 +1,153 @@
+"""Shared fixtures: a state dir per test, the real CLI as a subprocess, a real daemon."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from supervisor.daemonlock import running_pid
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def wait_until(pred: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    """Poll `pred` until it is truthy (tests only; the product never polls)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+@dataclass
+class Env:
+    home: Path
+    work: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SUPERVISE_")}
+        env["SUPERVISE_HOME"] = str(self.home)
+        env["PYTHONPATH"] = str(ROOT)
+        return env
+
+    def cli(self, *args: str, timeout: float = 30.0, check: bool = False, cwd: Path | None = None,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-m", "supervisor", *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            cwd=cwd or self.work,
+            timeout=timeout,
+            input=input,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"supervise {' '.join(args)} -> {proc.returncode}\n{proc.stderr}")
+        return proc
+
+    def ps(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.cli("ps", "--json", check=True).stdout)
+        return data
+
+    def process(self, pid: int) -> dict[str, Any]:
+        return next(p for p in self.ps()["processes"] if p["id"] == pid)
+
+    def fires(self) -> list[dict[str, Any]]:
+        data: list[dict[str, Any]] = json.loads(self.cli("fires", "--json", check=True).stdout)
+        return data
+
+    def run_d(self, *cmd: str, hooks: Path | None = None, name: str | None = None) -> dict[str, Any]:
+        args = ["run", "-d", "--json"]
+        if hooks is not None:
+            args += ["--hook", str(hooks)]
+        if name is not None:
+            args += ["--name", name]
+        out = self.cli(*args, "--", *cmd, check=True).stdout
+        data: dict[str, Any] = json.loads(out)
+        return data
+
+    def write(self, name: str, text: str) -> Path:
+        path = self.work / name
+        path.write_text(text)
+        return path
+
+    def wait_state(self, pid: int, *states: str, timeout: float = 15.0) -> dict[str, Any]:
+        def check() -> dict[str, Any] | None:
+            p = self.process(pid)
+            return p if p["state"] in states else None
+
+        result: dict[str, Any] = wait_until(check, timeout, f"process {pid} in {states}")
+        return result
+
+
+class Daemon:
+    """A real `supervise daemon` subprocess."""
+
+    def __init__(self, env: Env) -> None:
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log(self) -> Path:
+        return self.env.home / "test-daemon.log"
+
+    def start(self) -> Daemon:
+        self.env.home.mkdir(parents=True, exist_ok=True)
+        before = self.log.read_text() if self.log.exists() else ""
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "supervisor", "daemon"],
+                stdout=log, stderr=log, env=self.env.env, start_new_session=True,
+            )  # fmt: skip
+        wait_until(lambda: self.log.read_text().count("daemon ready") > before.count("daemon ready"),
+                   15, "daemon ready")  # fmt: skip
+        return self
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(10)
+        self.proc = None
+
+
+def _kill_supervised(home: Path) -> None:
+    for pidfile in (home / "runs").glob("*/child.pid"):
+        try:
+            os.killpg(int(pidfile.read_text()), signal.SIGKILL)
+        except (ProcessLookupError, ValueError, PermissionError):
+            pass
+    pid = running_pid(home / "daemon.pid")  # only a daemon that holds the lock
+    if pid is not None and pid > 0:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[Env]:
+    e = Env(tmp_path / "home", tmp_path / "work")
+    e.work.mkdir()
+    yield e
+    _kill_supervised(e.home)
+
+
+@pytest.fixture
+def daemon(env: Env) -> Iterator[Daemon]:
+    d = Daemon(env).start()
+    yield d
+    d.kill()
