@@ -90,7 +90,7 @@ class Matcher:
         rx = self._compiled[i]
         out: list[LineMatch] = []
         pos, size = 0, len(data)
-        while len(out) < budget and pos <= size:
+        while len(out) < budget and pos < size:
             m = rx.search(data, pos)
             if m is None:
                 break

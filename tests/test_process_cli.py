@@ -1,0 +1,169 @@
+"""The real CLI against real children: run, detach, logs, stop, signals, bad commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import Daemon, Env, wait_until
+
+
+def test_run_attached_shows_output_and_exits_with_child_code(env: Env) -> None:
+    r = env.cli("run", "--", sys.executable, "-c", "print('hello'); import sys; sys.exit(3)")
+    assert r.returncode == 3, r.stderr
+    assert "hello" in r.stdout
+    p = env.ps()["processes"][0]
+    assert p["state"] == "exited" and p["exit_code"] == 3 and p["result"] == "exit-code"
+    assert (env.home / "daemon.pid").exists()  # run started a daemon
+
+
+def test_run_detached_json_name_cwd_env(
+    env: Env, daemon: Daemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FROM_CLI", "cli-value")  # the child inherits the CLI's environment
+    sub = env.work / "sub"
+    sub.mkdir()
+    code = "import os; print(os.getcwd(), os.environ['GREETING'], os.environ['FROM_CLI'])"
+    r = env.cli("run", "-d", "--json", "--name", "greeter", "--cwd", str(sub), "--env",
+                "GREETING=hi there", "--", sys.executable, "-c", code, check=True)  # fmt: skip
+    out = json.loads(r.stdout)
+    assert set(out) == {"id", "pid", "name"} and out["name"] == "greeter"
+    assert isinstance(out["pid"], int)
+    env.wait_state(out["id"], "exited")
+    logs = env.cli("logs", str(out["id"]), check=True).stdout
+    assert logs.strip() == f"{sub} hi there cli-value"
+    spec = json.loads((env.home / "runs" / str(out["id"]) / "spec.json").read_text())
+    assert spec["env_keys"] == ["GREETING"] and "hi there" not in json.dumps(spec)
+
+
+def test_logs_tail_and_follow(env: Env, daemon: Daemon) -> None:
+    script = "import time\nfor i in range(5): print('line', i, flush=True)\ntime.sleep(0.5)\nprint('last')"
+    pid = env.run_d(sys.executable, "-c", script)["id"]
+    follow = env.cli("logs", str(pid), "-f", timeout=20)
+    assert follow.stdout.splitlines() == [f"line {i}" for i in range(5)] + ["last"]
+    assert env.cli("logs", str(pid), "-n", "2").stdout.splitlines() == ["line 4", "last"]
+
+
+def test_command_not_found_is_exit_2_and_records_nothing(env: Env) -> None:
+    r = env.cli("run", "-d", "--", "no-such-program-xyz", "arg")
+    assert r.returncode == 2
+    assert "command not found: no-such-program-xyz" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert env.ps()["processes"] == []
+    assert not any((env.home / "runs").iterdir())
+
+
+def test_bad_usage_is_exit_2(env: Env) -> None:
+    assert env.cli("run", "-d").returncode == 2
+    r = env.cli("run", "-d", "--env", "NOEQUALS", "--", "true")
+    assert r.returncode == 2 and "KEY=VALUE" in r.stderr
+    r = env.cli("logs", "999")
+    assert r.returncode == 2 and "no process 999" in r.stderr
+
+
+def test_process_survives_daemon_sigkill_and_cli_exit(env: Env, daemon: Daemon) -> None:
+    marker = env.work / "done"
+    script = f"import time; time.sleep(1.0); open({str(marker)!r}, 'w').write('x'); print('finished')"
+    pid = env.run_d(sys.executable, "-c", script)["id"]
+    daemon.kill(signal.SIGKILL)
+    wait_until(marker.exists, 10, "child to finish without a daemon")
+    wait_until(lambda: (env.home / "runs" / str(pid) / "exit.json").exists(), 5, "exit.json")
+    daemon.start()
+    p = env.wait_state(pid, "exited")
+    assert p["exit_code"] == 0 and p["result"] == "success"
+    assert env.cli("logs", str(pid)).stdout == "finished\n"
+
+
+def _child_pid(env: Env, pid: int) -> int:
+    path = env.home / "runs" / str(pid) / "child.pid"
+    return int(wait_until(lambda: path.exists() and path.read_text().strip(), 5, "child.pid"))
+
+
+def test_stop_sends_term_to_the_whole_group(env: Env, daemon: Daemon) -> None:
+    # The child starts a grandchild; both must go on TERM.
+    script = ("import subprocess, sys, time\n"
+              "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+              "print(g.pid, flush=True)\ntime.sleep(60)\n")  # fmt: skip
+    pid = env.run_d(sys.executable, "-c", script)["id"]
+    grand = int(wait_until(lambda: env.cli("logs", str(pid)).stdout.strip(), 10, "grandchild pid"))
+    r = env.cli("stop", str(pid), "--grace", "5", check=True)
+    assert "killed by SIGTERM" in r.stdout
+    p = env.wait_state(pid, "exited")
+    assert p["signal"] == "SIGTERM" and p["result"] == "signal" and p["exit_code"] == 143
+    wait_until(lambda: not _alive(grand), 5, "grandchild gone")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_stop_int_reaches_python_as_keyboardinterrupt(env: Env, daemon: Daemon) -> None:
+    script = ("import time\nprint('ready', flush=True)\ntry:\n    time.sleep(60)\n"
+              "except KeyboardInterrupt:\n    print('got KeyboardInterrupt', flush=True)\n"
+              "    raise SystemExit(7)\n")  # fmt: skip
+    pid = env.run_d(sys.executable, "-c", script)["id"]
+    wait_until(lambda: "ready" in env.cli("logs", str(pid)).stdout, 10, "child ready")
+    env.cli("stop", str(pid), "--signal", "INT", "--grace", "5", check=True)
+    p = env.wait_state(pid, "exited")
+    assert p["exit_code"] == 7
+    assert "got KeyboardInterrupt" in env.cli("logs", str(pid)).stdout
+
+
+def test_stop_escalates_to_kill_after_grace(env: Env, daemon: Daemon) -> None:
+    script = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              "print('ready', flush=True)\ntime.sleep(60)\n")  # fmt: skip
+    pid = env.run_d(sys.executable, "-c", script)["id"]
+    wait_until(lambda: "ready" in env.cli("logs", str(pid)).stdout, 10, "child ready")
+    start = time.monotonic()
+    r = env.cli("stop", str(pid), "--grace", "0.5", check=True)
+    assert time.monotonic() - start < 5
+    assert "SIGKILL" in r.stderr and "killed by SIGKILL" in r.stdout
+    assert env.wait_state(pid, "exited")["signal"] == "SIGKILL"
+    r = env.cli("stop", str(pid))
+    assert r.returncode == 1 and "not running" in r.stderr
+
+
+def test_stop_refuses_a_reused_pid(env: Env, daemon: Daemon) -> None:
+    pid = env.run_d(sys.executable, "-c", "import time; time.sleep(60)")["id"]
+    _child_pid(env, pid)
+    db = env.home / "state.db"
+    # Pretend the recorded start time belongs to another process that had this pid.
+    subprocess.run([sys.executable, "-c", (
+        "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+        "c.execute('update process set pid_started = pid_started - 100'); c.commit()"), str(db)],
+        check=True)  # fmt: skip
+    r = env.cli("stop", str(pid))
+    assert r.returncode == 1 and "not running" in r.stderr
+    assert _alive(_child_pid(env, pid))
+
+
+def test_second_daemon_refuses(env: Env, daemon: Daemon) -> None:
+    r = env.cli("daemon", timeout=20)
+    assert r.returncode == 1
+    assert "already runs" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_state_dir_is_private(env: Env) -> None:
+    env.cli("ps", check=True)
+    assert (env.home.stat().st_mode & 0o777) == 0o700
+    assert ((env.home / "state.db").stat().st_mode & 0o777) == 0o600
+
+
+def test_corrupt_state_db_names_the_file(env: Env) -> None:
+    env.home.mkdir(mode=0o700)
+    (env.home / "state.db").write_bytes(b"this is not sqlite" * 100)
+    r = env.cli("ps")
+    assert r.returncode == 2
+    assert str(env.home / "state.db") in r.stderr and "Traceback" not in r.stderr
