@@ -41,6 +41,7 @@ examples:
   supervise fires
   supervise hooks check hooks.yaml
 state: $SUPERVISE_HOME (default $XDG_STATE_HOME/supervise, else ~/.local/state/supervise)
+`run` starts a daemon when none runs, unless SUPERVISE_AUTOSTART=0.
 """
 
 
@@ -151,7 +152,12 @@ def _parse_env(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def ensure_daemon(paths: StatePaths) -> None:
-    """Start `supervise daemon` in the background unless one already holds the lock."""
+    """Start `supervise daemon` in the background unless one already holds the lock.
+
+    `SUPERVISE_AUTOSTART=0` turns this off (when systemd runs the daemon).
+    """
+    if os.environ.get("SUPERVISE_AUTOSTART", "1") == "0":
+        return
     if running_pid(paths.daemon_pid) is not None:
         return
     paths.ensure()

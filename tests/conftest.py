@@ -39,7 +39,7 @@ class Env:
 
     @property
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SUPERVISE_")}
+        env = dict(os.environ)
         env["SUPERVISE_HOME"] = str(self.home)
         env["PYTHONPATH"] = str(ROOT)
         return env
@@ -136,6 +136,13 @@ def _kill_supervised(home: Path) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+@pytest.fixture(autouse=True)
+def _clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A developer's own SUPERVISE_* settings must not leak into the tests.
+    for key in [k for k in os.environ if k.startswith("SUPERVISE_")]:
+        monkeypatch.delenv(key)
 
 
 @pytest.fixture

@@ -1,0 +1,144 @@
+"""Process hooks through the real CLI and daemon: fires, prompts, limits."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from conftest import Daemon, Env, wait_until
+
+
+def _hooks(env: Env, body: dict[str, Any], name: str = "hooks.json") -> Path:
+    return env.write(name, json.dumps(body))
+
+
+def _thread(env: Env, tid: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(env.cli("thread", "show", tid, "--json", check=True).stdout)
+    return data
+
+
+def test_on_exit_fires_with_the_real_code_and_full_prompt(env: Env) -> None:
+    hooks = _hooks(env, {
+        "purpose": "Running database migration for auth module refactor",
+        "context": {"related_files": ["migrations/0042.py", "tests/test_auth.py"],
+                    "original_thread_summary": "User asked for JWT."},
+        "hooks": [
+            {"name": "failed", "on_exit": {"exit_codes": [1]}, "instructions": "Diagnose it."},
+            {"name": "ok", "on_exit": {"exit_codes": [0]}, "instructions": "Run the tests."},
+            {"name": "any", "on_exit": {}, "instructions": "Report."},
+        ],
+    })  # fmt: skip
+    script = "import sys\nfor i in range(80): print('step', i)\nsys.exit(1)"
+    # The form users type: a trailing --hook after the command is ours.
+    r = env.cli("run", "--", sys.executable, "-c", script, "--hook", str(hooks))
+    assert r.returncode == 1
+    assert "spawned thread t1" in r.stderr and "spawned thread t2" in r.stderr
+    ps = env.ps()
+    assert [(t["hook"], t["trigger"], t["status"], t["depth"]) for t in ps["threads"]] == [
+        ("failed", "on_exit", "queued", 1), ("any", "on_exit", "queued", 1)]  # fmt: skip
+    proc = ps["processes"][0]
+    prompt = _thread(env, "t1")["prompt"]
+    assert prompt.startswith("A process hook has fired. Here is the context:\n")
+    assert f"(PID {proc['pid']})" in prompt
+    assert "Trigger: on_exit (exit code: 1 — failure)" in prompt
+    assert "Purpose: Running database migration for auth module refactor" in prompt
+    assert "Instructions: Diagnose it." in prompt
+    assert "Related files: migrations/0042.py, tests/test_auth.py" in prompt
+    assert "Original thread summary: User asked for JWT." in prompt
+    assert "Process output (last 50 lines):" in prompt
+    tail = prompt.split("Process output (last 50 lines):\n")[1].splitlines()
+    assert tail == [f"  step {i}" for i in range(30, 80)]
+
+
+def test_output_match_fires_per_line_up_to_max_spawns(env: Env, daemon: Daemon) -> None:
+    hooks = _hooks(env, {"hooks": [{"name": "deadlock", "on_output_match": {
+        "pattern": "deadlock detected"}, "instructions": "Find them.", "max_spawns": 2}]})  # fmt: skip
+    script = ("import time\nfor i in range(5):\n    print(f'{i}: ERROR deadlock detected', flush=True)\n"
+              "    time.sleep(0.05)\n")  # fmt: skip
+    pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
+    env.wait_state(pid, "exited")
+    fires = env.fires()
+    assert [(f["hook"], f["spawned"], f["reason"]) for f in fires] == [
+        ("deadlock", True, None), ("deadlock", True, None), ("deadlock", False, "max_spawns")]  # fmt: skip
+    assert [f["detail"] for f in fires] == [f"{i}: ERROR deadlock detected" for i in range(3)]
+    prompt = _thread(env, fires[1]["thread_id"])["prompt"]
+    assert "matched: `1: ERROR deadlock detected`" in prompt
+    assert prompt.rstrip().endswith("1: ERROR deadlock detected")  # tail ends at the match
+
+
+def test_partial_line_is_matched_only_when_complete(env: Env, daemon: Daemon) -> None:
+    hooks = _hooks(env, {"hooks": [{"on_output_match": {"pattern": "^needle$"},
+                                    "instructions": "x"}]})  # fmt: skip
+    script = ("import sys, time\nsys.stdout.write('need'); sys.stdout.flush(); time.sleep(0.5)\n"
+              "sys.stdout.write('le\\n'); sys.stdout.flush()\n")  # fmt: skip
+    pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
+    env.wait_state(pid, "exited")
+    assert [f["detail"] for f in env.fires()] == ["needle"]
+
+
+def test_timeout_fires_once_while_running(env: Env, daemon: Daemon) -> None:
+    hooks = _hooks(env, {"hooks": [{"name": "slow", "on_timeout": {"seconds": 0.5},
+                                    "instructions": "Why slow?"}]})  # fmt: skip
+    pid = env.run_d(sys.executable, "-c", "import time; time.sleep(30)", hooks=hooks)["id"]
+    wait_until(lambda: env.fires(), 10, "timeout fire")
+    fire = env.fires()[0]
+    assert (fire["hook"], fire["trigger"], fire["spawned"]) == ("slow", "on_timeout", True)
+    assert "on_timeout (still running after 0.5s)" in _thread(env, fire["thread_id"])["prompt"]
+    assert env.process(pid)["state"] == "running"
+    env.cli("stop", str(pid), "--grace", "2", check=True)
+    env.wait_state(pid, "exited")
+    assert len(env.fires()) == 1
+
+
+def test_timeout_does_not_fire_after_exit(env: Env, daemon: Daemon) -> None:
+    hooks = _hooks(env, {"hooks": [{"on_timeout": {"seconds": 1}, "instructions": "x"}]})
+    pid = env.run_d(sys.executable, "-c", "pass", hooks=hooks)["id"]
+    env.wait_state(pid, "exited")
+    import time
+
+    time.sleep(1.5)
+    assert env.fires() == []
+
+
+def test_rate_limit_queues_with_not_before(env: Env, daemon: Daemon) -> None:
+    hooks = _hooks(env, {"limits": {"rate": "2/hour"}, "hooks": [{"on_output_match": {
+        "pattern": "go"}, "instructions": "x", "max_spawns": 4}]})  # fmt: skip
+    pid = env.run_d(sys.executable, "-c", "for i in range(4): print('go', i)", hooks=hooks)["id"]
+    env.wait_state(pid, "exited")
+    threads = env.ps()["threads"]
+    assert len(threads) == 4 and all(t["status"] == "queued" for t in threads)
+    delayed = [t for t in threads if t["not_before"] > t["created_at"]]
+    assert len(delayed) == 2  # never dropped: two wait an hour
+    assert "queued until" in env.cli("ps").stdout
+
+
+def test_depth_limit_refuses(env: Env, daemon: Daemon) -> None:
+    hooks = _hooks(env, {"limits": {"max_depth": 0}, "hooks": [{"on_exit": None,
+                                                                 "instructions": "x"}]})  # fmt: skip
+    pid = env.run_d(sys.executable, "-c", "pass", hooks=hooks)["id"]
+    env.wait_state(pid, "exited")
+    (fire,) = env.fires()
+    assert (fire["spawned"], fire["reason"]) == (False, "depth")
+    assert env.ps()["threads"] == []
+    assert "refused: depth" in env.cli("fires").stdout
+
+
+def test_hook_file_is_snapshotted(env: Env, daemon: Daemon) -> None:
+    hooks = _hooks(env, {"hooks": [{"on_output_match": {"pattern": "bye"}, "instructions": "x"}]})
+    script = "import time\ntime.sleep(0.8)\nprint('bye')"
+    pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
+    hooks.unlink()  # deleting the file later changes nothing for this run
+    env.wait_state(pid, "exited")
+    assert len(env.fires()) == 1
+
+
+def test_bad_hook_file_launches_nothing(env: Env) -> None:
+    bad = env.write("bad.yaml", "hooks:\n  - on_exit: {exit_codes: '1'}\n    instructions: x\n")
+    r = env.cli("run", "-d", "--hook", str(bad), "--", sys.executable, "-c", "pass")
+    assert r.returncode == 2
+    assert f"{bad}:2:" in r.stderr and "Traceback" not in r.stderr
+    assert env.ps()["processes"] == []
+    r = env.cli("hooks", "check", str(bad))
+    assert r.returncode == 2 and f"{bad}:2:" in r.stderr

@@ -1,0 +1,131 @@
+"""Restart recovery with a real daemon killed by SIGKILL: nothing missed, nothing repeated."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import Daemon, Env, wait_until
+
+
+def _hooks(env: Env, hooks: list[dict[str, Any]], **top: Any) -> Path:
+    return env.write("hooks.json", json.dumps({"hooks": hooks, **top}))
+
+
+def _exit_file(env: Env, pid: int) -> Path:
+    return env.home / "runs" / str(pid) / "exit.json"
+
+
+def test_exit_while_daemon_down_fires_on_restart_with_real_code(env: Env, daemon: Daemon) -> None:
+    hooks = _hooks(env, [
+        {"name": "mark", "on_output_match": {"pattern": "marker"}, "instructions": "x"},
+        {"name": "four", "on_exit": {"exit_codes": [4]}, "instructions": "y"},
+    ])  # fmt: skip
+    script = "import time, sys\ntime.sleep(0.8)\nprint('marker')\nsys.exit(4)"
+    pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
+    daemon.kill(signal.SIGKILL)
+    wait_until(_exit_file(env, pid).exists, 10, "exit.json")
+    daemon.start()
+    p = env.wait_state(pid, "exited")
+    assert p["exit_code"] == 4
+    fires = env.fires()
+    assert [(f["hook"], f["exit_code"]) for f in fires] == [("mark", None), ("four", 4)]
+    assert "exit code: 4 — failure" in env.cli("thread", "show", "t2").stdout
+
+
+def test_running_process_resumes_from_saved_offset_exactly_once(env: Env, daemon: Daemon) -> None:
+    hooks = _hooks(env, [{"name": "tick", "on_output_match": {"pattern": "^tick"},
+                          "instructions": "x", "max_spawns": 1000}])  # fmt: skip
+    script = "import time\nfor i in range(40):\n    print(f'tick {i}', flush=True)\n    time.sleep(0.05)"
+    pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
+    for _ in range(3):  # kill the daemon at several points of the run
+        time.sleep(0.4)
+        daemon.kill(signal.SIGKILL)
+        time.sleep(0.2)
+        daemon.start()
+    env.wait_state(pid, "exited", timeout=20)
+    details = [f["detail"] for f in env.fires()]
+    assert details == [f"tick {i}" for i in range(40)]
+    assert len(env.ps()["threads"]) == 40
+
+
+def test_lost_process_fires_only_any_code_hooks(env: Env, daemon: Daemon) -> None:
+    hooks = _hooks(env, [
+        {"name": "any", "on_exit": None, "instructions": "x"},
+        {"name": "one", "on_exit": {"exit_codes": [1]}, "instructions": "y"},
+    ])  # fmt: skip
+    pid = env.run_d(sys.executable, "-c", "import time; time.sleep(60)", hooks=hooks)["id"]
+    run = env.home / "runs" / str(pid)
+    child = int(wait_until(lambda: (run / "child.pid").exists() and (run / "child.pid").read_text(), 5))
+    shim = int((run / "shim.pid").read_text())
+    daemon.kill(signal.SIGKILL)
+    os.kill(shim, signal.SIGKILL)  # the machine "reboots": shim and child die, no exit record
+    os.killpg(child, signal.SIGKILL)
+    time.sleep(0.2)
+    daemon.start()
+    p = env.wait_state(pid, "lost")
+    assert p["result"] == "lost" and p["exit_code"] is None
+    fires = {f["hook"]: f for f in env.fires()}
+    assert fires["any"]["spawned"] and fires["any"]["exit_code"] is None
+    assert (fires["one"]["spawned"], fires["one"]["reason"]) == (False, "lost")
+    assert "exit code unknown" in env.cli("thread", "show", fires["any"]["thread_id"]).stdout
+
+
+def test_shim_killed_while_daemon_runs_is_noticed(env: Env, daemon: Daemon) -> None:
+    hooks = _hooks(env, [{"name": "any", "on_exit": None, "instructions": "x"}])
+    pid = env.run_d(sys.executable, "-c", "import time; time.sleep(60)", hooks=hooks)["id"]
+    run = env.home / "runs" / str(pid)
+    child = int(wait_until(lambda: (run / "child.pid").exists() and (run / "child.pid").read_text(), 5))
+    time.sleep(0.3)
+    os.kill(int((run / "shim.pid").read_text()), signal.SIGKILL)
+    os.killpg(child, signal.SIGKILL)
+    env.wait_state(pid, "lost")
+    assert env.fires()[0]["spawned"]
+
+
+def test_new_boot_id_means_old_pids_are_dead(env: Env, daemon: Daemon) -> None:
+    pid = env.run_d(sys.executable, "-c", "import time; time.sleep(60)")["id"]
+    env.wait_state(pid, "running")
+    daemon.kill(signal.SIGKILL)
+    with sqlite3.connect(env.home / "state.db") as db:
+        db.execute("update process set boot_id = 'an-earlier-boot'")
+    daemon.start()
+    assert env.wait_state(pid, "lost")["result"] == "lost"
+
+
+def test_timeout_is_rearmed_with_the_time_left(env: Env, daemon: Daemon) -> None:
+    hooks = _hooks(env, [{"name": "slow", "on_timeout": {"seconds": 2.0}, "instructions": "x"}])
+    started = time.time()
+    pid = env.run_d(sys.executable, "-c", "import time; time.sleep(60)", hooks=hooks)["id"]
+    daemon.kill(signal.SIGKILL)
+    daemon.start()
+    assert env.fires() == []  # not fired at restart: time is left
+    wait_until(env.fires, 10, "timeout fire")
+    assert time.time() - started >= 2.0
+    daemon.kill(signal.SIGKILL)
+    daemon.start()
+    time.sleep(0.5)
+    assert len(env.fires()) == 1  # and never again after another restart
+    env.cli("stop", str(pid), "--grace", "1", check=True)
+
+
+def test_timeout_past_its_deadline_fires_at_restart(
+    env: Env, daemon: Daemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hooks = _hooks(env, [{"name": "slow", "on_timeout": {"seconds": 0.5}, "instructions": "x"}])
+    daemon.kill(signal.SIGKILL)
+    monkeypatch.setenv("SUPERVISE_AUTOSTART", "0")  # no daemon while the deadline passes
+    pid = env.run_d(sys.executable, "-c", "import time; time.sleep(60)", hooks=hooks)["id"]
+    time.sleep(1.0)
+    assert env.fires() == []
+    daemon.start()
+    wait_until(env.fires, 5, "timeout fire at restart")
+    env.cli("stop", str(pid), "--grace", "1", check=True)
