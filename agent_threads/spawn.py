@@ -14,7 +14,6 @@ PROMPT_TAIL_LINES = 50
 _MAX_LINE_CHARS = 2000
 
 
-
 @dataclass(frozen=True)
 class FireFacts:
     """Everything a fired hook tells its thread."""
@@ -41,7 +40,10 @@ def exit_meaning(exit_code: int | None, signal: str | None) -> str:
         status = f", shell status {exit_code}" if exit_code is not None else ""
         return f"killed by signal {signal}{status}"
     if exit_code is None:
-        return "exit code unknown — the process was lost (the machine restarted or its shim was killed)"
+        return (
+            "exit code unknown — the process was lost "
+            "(the machine restarted or its shim was killed)"
+        )
     meaning = {
         0: "success",
         126: "failure: command found but not executable",
@@ -113,4 +115,3 @@ def render_prompt(f: FireFacts) -> str:
     lines += ["", f"Process output (last {PROMPT_TAIL_LINES} lines):"]
     lines += [f"  {_clip(ln)}" for ln in tail] or ["  (no output)"]
     return "\n".join(lines) + "\n"
-

@@ -51,7 +51,8 @@ class Store:
             # Created 0600 before SQLite touches it: transcripts may hold private data.
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
         self.engine: Engine = create_engine(
-            f"sqlite:///{path}", connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}
+            f"sqlite:///{path}",
+            connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False},
         )
         event.listen(self.engine, "connect", _on_connect)
         event.listen(self.engine, "begin", _on_begin)

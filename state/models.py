@@ -14,9 +14,7 @@ from sqlmodel import Field, SQLModel
 SCHEMA_VERSION = 1
 
 ProcessState = Literal["starting", "running", "exited", "lost"]
-ThreadStatus = Literal[
-    "queued", "running", "waiting_approval", "completed", "failed", "cancelled"
-]
+ThreadStatus = Literal["queued", "running", "waiting_approval", "completed", "failed", "cancelled"]
 
 
 class Meta(SQLModel, table=True):

@@ -18,13 +18,13 @@ from state.db import Store
 from state.errors import HookFileError, SuperviseError, UserError
 from state.models import FireRow, ProcessRow, ThreadRow
 from state.paths import StatePaths, state_paths
+from supervisor import views
 from supervisor.daemonlock import running_pid
 from supervisor.follow import follow_output, wait_for_file
 from supervisor.hookspec import HookFile
 from supervisor.launch import LaunchRequest, launch
 from supervisor.rundir import RunDir
 from supervisor.stopping import parse_signal, stop_process
-from supervisor import views
 
 HOOK_EXTENSIONS = (".yaml", ".yml", ".json")
 RECORD_WAIT_S = 15.0
@@ -32,7 +32,7 @@ RECORD_WAIT_S = 15.0
 EPILOG = """\
 examples:
   supervise run --hook hooks.yaml -- python manage.py migrate
-  supervise run -- python manage.py migrate --hook hooks.yaml   (a trailing --hook FILE.yaml is ours)
+  supervise run -- python manage.py migrate --hook hooks.yaml   (a trailing --hook FILE is ours)
   supervise run -d --json -- ./long-job.sh
   supervise ps
   supervise logs 7 -f
@@ -54,25 +54,41 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    r = sub.add_parser("run", help="start a supervised process (detached; follows its output)",
-                       description="Start CMD detached under a shim; its hooks spawn threads. "
-                       "Attached by default: shows the output, exits with the child's code; "
-                       "Ctrl-C detaches and leaves it running. A trailing `--hook FILE` "
-                       "(.yaml/.yml/.json) after the command is taken as supervise's option.")  # fmt: skip
-    r.add_argument("--hook", action="append", default=[], metavar="FILE",
-                   help="hook file (YAML or JSON); repeatable")  # fmt: skip
+    r = sub.add_parser(
+        "run",
+        help="start a supervised process (detached; follows its output)",
+        description="Start CMD detached under a shim; its hooks spawn threads. "
+        "Attached by default: shows the output, exits with the child's code; "
+        "Ctrl-C detaches and leaves it running. A trailing `--hook FILE` "
+        "(.yaml/.yml/.json) after the command is taken as supervise's option.",
+    )
+    r.add_argument(
+        "--hook",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="hook file (YAML or JSON); repeatable",
+    )
     r.add_argument("--name", help="a name for ps (default: the program's name)")
     r.add_argument("-d", "--detach", action="store_true", help="return at once")
     r.add_argument("--json", action="store_true", help='with -d: print {"id", "pid", "name"}')
     r.add_argument("--cwd", help="working directory of the process (default: here)")
-    r.add_argument("--env", action="append", default=[], metavar="K=V",
-                   help="extra environment variable; repeatable")  # fmt: skip
+    r.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="extra environment variable; repeatable",
+    )
     r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command")
 
-    sub.add_parser("daemon", help="run the supervisor loop in the foreground",
-                   description="Run the supervisor loop in the foreground (systemd runs it at "
-                   "boot). On start it recovers every process: fires the on_exit hooks of those "
-                   "that ended while it was down, resumes tailing the others.")  # fmt: skip
+    sub.add_parser(
+        "daemon",
+        help="run the supervisor loop in the foreground",
+        description="Run the supervisor loop in the foreground (systemd runs it at "
+        "boot). On start it recovers every process: fires the on_exit hooks of those "
+        "that ended while it was down, resumes tailing the others.",
+    )
 
     ps = sub.add_parser("ps", help="list processes and threads")
     ps.add_argument("--json", action="store_true")
@@ -109,7 +125,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def split_trailing_hooks(cmd: Sequence[str]) -> tuple[list[str], list[str]]:
     """Take `--hook FILE` (FILE ending .yaml/.yml/.json) off the end of a command line."""
-    cmd, hooks = list(cmd), []
+    rest, hooks = list(cmd), list[str]()
+    cmd = rest
     while True:
         if len(cmd) >= 3 and cmd[-2] == "--hook" and cmd[-1].endswith(HOOK_EXTENSIONS):
             hooks.insert(0, cmd[-1])
@@ -185,16 +202,24 @@ def cmd_run(args: argparse.Namespace, paths: StatePaths) -> int:
     extra_env = _parse_env(args.env)
     cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
     store = _store(paths)
-    req = LaunchRequest(argv=cmd, cwd=cwd, env={**os.environ, **extra_env}, hooks=hooks,
-                        name=args.name, env_keys=sorted(extra_env))  # fmt: skip
+    req = LaunchRequest(
+        argv=cmd,
+        cwd=cwd,
+        env={**os.environ, **extra_env},
+        hooks=hooks,
+        name=args.name,
+        env_keys=sorted(extra_env),
+    )
     ensure_daemon(paths)
     row = launch(store, paths, req)
     if args.detach:
         if args.json:
             print(json.dumps({"id": row.id, "pid": row.pid, "name": row.name}))
         else:
-            print(f"started process {row.id} ({row.name}, pid {row.pid}); "
-                  f"supervise logs {row.id} -f to follow")  # fmt: skip
+            print(
+                f"started process {row.id} ({row.name}, pid {row.pid}); "
+                f"supervise logs {row.id} -f to follow"
+            )
         return 0
     return _attach(store, paths, row)
 
@@ -205,12 +230,16 @@ def _attach(store: Store, paths: StatePaths, row: ProcessRow) -> int:
     try:
         record = follow_output(run, sys.stdout.buffer, shim=(row.shim_pid, row.shim_started))
     except KeyboardInterrupt:
-        _err(f"\nsupervise: detached; process {row.id} keeps running "
-             f"(supervise logs {row.id} -f to follow, supervise stop {row.id} to stop)")  # fmt: skip
+        _err(
+            f"\nsupervise: detached; process {row.id} keeps running "
+            f"(supervise logs {row.id} -f to follow, supervise stop {row.id} to stop)"
+        )
         return 130
     if not wait_for_file(run.recorded, RECORD_WAIT_S):
-        _err(f"supervise: the daemon has not recorded the end of process {row.id} yet "
-             f"(is it running? see {paths.daemon_log}); its hooks fire when it does")  # fmt: skip
+        _err(
+            f"supervise: the daemon has not recorded the end of process {row.id} yet "
+            f"(is it running? see {paths.daemon_log}); its hooks fire when it does"
+        )
     _report_threads(store, row.id)
     if record is None:
         _err(f"supervise: process {row.id} was lost (its shim vanished without an exit record)")
@@ -224,8 +253,10 @@ def _report_threads(store: Store, process_id: int) -> None:
     with store.read() as s:
         threads = s.exec(select(ThreadRow).where(ThreadRow.process_id == process_id)).all()
     for t in threads:
-        _err(f"supervise: hook {t.hook} ({t.trigger}) spawned thread t{t.id} [{t.status}]; "
-             f"supervise thread show t{t.id}")  # fmt: skip
+        _err(
+            f"supervise: hook {t.hook} ({t.trigger}) spawned thread t{t.id} [{t.status}]; "
+            f"supervise thread show t{t.id}"
+        )
 
 
 # -- other commands ---------------------------------------------------------------------------
@@ -237,17 +268,28 @@ def cmd_ps(args: argparse.Namespace, paths: StatePaths) -> int:
         procs = s.exec(select(ProcessRow).order_by(col(ProcessRow.id))).all()
         threads = s.exec(select(ThreadRow).order_by(col(ThreadRow.id))).all()
     if args.json:
-        print(json.dumps({"processes": [views.process_json(p) for p in procs],
-                          "threads": [views.thread_json(t) for t in threads]}, indent=1))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "processes": [views.process_json(p) for p in procs],
+                    "threads": [views.thread_json(t) for t in threads],
+                },
+                indent=1,
+            )
+        )
         return 0
     now = time.time()
     print("PROCESSES")
     print(views.process_table(procs, now) if procs else "(none)")
     print("\nTHREADS")
     print(views.thread_table(threads, now) if threads else "(none)")
-    if running_pid(paths.daemon_pid) is None and any(p.state in ("starting", "running") for p in procs):
-        _err("supervise: no daemon is running, so states may be stale and hooks wait; "
-             "start one with `supervise daemon` (or any `supervise run`)")  # fmt: skip
+    if running_pid(paths.daemon_pid) is None and any(
+        p.state in ("starting", "running") for p in procs
+    ):
+        _err(
+            "supervise: no daemon is running, so states may be stale and hooks wait; "
+            "start one with `supervise daemon` (or any `supervise run`)"
+        )
     return 0
 
 
@@ -301,18 +343,28 @@ def cmd_thread(args: argparse.Namespace, paths: StatePaths) -> int:
         t = s.get(ThreadRow, _thread_id(args.id))
     if t is None:
         raise UserError(f"no thread {args.id}; `supervise ps` lists them")
-    print(json.dumps(views.thread_json(t, full=True), indent=1) if args.json else views.thread_text(t))
+    print(
+        json.dumps(views.thread_json(t, full=True), indent=1) if args.json else views.thread_text(t)
+    )
     return 0
 
 
 def cmd_stop(args: argparse.Namespace, paths: StatePaths) -> int:
     store = _store(paths)
     row = _process(store, args.id)
-    report = stop_process(row, RunDir(paths.run_dir(args.id)), sig=parse_signal(args.signal),
-                          grace=args.grace, say=lambda m: _err(f"supervise: {m}"))  # fmt: skip
+    report = stop_process(
+        row,
+        RunDir(paths.run_dir(args.id)),
+        sig=parse_signal(args.signal),
+        grace=args.grace,
+        say=lambda m: _err(f"supervise: {m}"),
+    )
     rec = report.record
     if rec is None:
-        _err(f"supervise: process {args.id} got {', '.join(report.sent)}; its end is not recorded yet")
+        _err(
+            f"supervise: process {args.id} got {', '.join(report.sent)}; "
+            "its end is not recorded yet"
+        )
     else:
         how = f"killed by {rec.signal}" if rec.signal else f"exited with code {rec.exit_code}"
         print(f"process {args.id} stopped: {how}")
@@ -344,7 +396,9 @@ def cmd_hooks(args: argparse.Namespace, _paths: StatePaths) -> int:
             problems += exc.problems
             continue
         names = ", ".join(f"{h.name} ({h.kind})" for h in hf.hooks) or "no hooks"
-        print(f"{f}: OK: {names}; limits max_depth={hf.limits.max_depth} rate={hf.limits.rate.text}")
+        print(
+            f"{f}: OK: {names}; limits max_depth={hf.limits.max_depth} rate={hf.limits.rate.text}"
+        )
     if problems:
         raise HookFileError(problems)
     return 0
@@ -367,9 +421,15 @@ def _err(msg: str) -> None:
 
 
 COMMANDS: dict[str, Any] = {
-    "run": cmd_run, "daemon": cmd_daemon, "ps": cmd_ps, "logs": cmd_logs,
-    "thread": cmd_thread, "stop": cmd_stop, "fires": cmd_fires, "hooks": cmd_hooks,
-}  # fmt: skip
+    "run": cmd_run,
+    "daemon": cmd_daemon,
+    "ps": cmd_ps,
+    "logs": cmd_logs,
+    "thread": cmd_thread,
+    "stop": cmd_stop,
+    "fires": cmd_fires,
+    "hooks": cmd_hooks,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

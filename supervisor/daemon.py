@@ -40,7 +40,9 @@ READY_TIMEOUT_S = 10.0
 class Daemon:
     """Owns the trackers and the background tasks; `serve()` runs until cancelled."""
 
-    def __init__(self, paths: StatePaths, store: Store, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, paths: StatePaths, store: Store, *, clock: Callable[[], float] = time.time
+    ) -> None:
         self.paths = paths
         self.store = store
         self.clock = clock
@@ -58,7 +60,9 @@ class Daemon:
         self.pending.setdefault(process_id, set()).add(reason)
         self.wake.set()
 
-    async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    async def serve(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
         """Recover every known process, then follow events until cancelled."""
         self.scheduler = AsyncIOScheduler(event_loop=asyncio.get_running_loop(), timezone=UTC)
         self.scheduler.start()
@@ -150,7 +154,9 @@ class Daemon:
             if row is None or row.state in ("exited", "lost"):
                 return None
             try:
-                tracker = self.trackers[pid] = Tracker(self.store, self.paths, row, clock=self.clock)
+                tracker = self.trackers[pid] = Tracker(
+                    self.store, self.paths, row, clock=self.clock
+                )
             except FileNotFoundError:
                 return None  # the CLI has not written spec.json yet; its write brings us back
             reasons = reasons | {"liveness"}
@@ -246,7 +252,10 @@ def run_daemon(paths: StatePaths) -> int:
             await tg.start(daemon.serve)
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async for signum in signals:
-                    log.info("received %s; stopping (supervised processes keep running)", signal.Signals(signum).name)
+                    log.info(
+                        "received %s; stopping (supervised processes keep running)",
+                        signal.Signals(signum).name,
+                    )
                     daemon.stop.set()
                     tg.cancel_scope.cancel()
                     break
@@ -260,7 +269,9 @@ def run_daemon(paths: StatePaths) -> int:
 
 
 def configure_logging(level: int = logging.INFO) -> None:
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=level, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S"
+    )
     # Their per-batch chatter would drown ours.
     logging.getLogger("watchfiles").setLevel(logging.WARNING)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)

@@ -103,6 +103,8 @@ def _apply(
     trigger = ev.hook.kind
     if s.exec(select(FireRow.id).where(FireRow.key == ev.key)).first() is not None:
         return Outcome(ev.hook.name, trigger, False, "duplicate", None, False)
+    verdict: str
+    reason: str | None
     if ev.refuse is not None:
         verdict, reason = "refuse", ev.refuse
     else:
@@ -134,7 +136,9 @@ def _apply(
 
 def _new_thread(s: Session, row: ProcessRow, ev: FireEvent, fire: FireRow, limits: Limits) -> int:
     recent = s.exec(
-        select(ThreadRow.not_before).order_by(col(ThreadRow.not_before).desc()).limit(limits.rate.count)
+        select(ThreadRow.not_before)
+        .order_by(col(ThreadRow.not_before).desc())
+        .limit(limits.rate.count)
     ).all()
     start = not_before(sorted(recent), ev.at, limits.rate)
     thread = ThreadRow(

@@ -49,7 +49,12 @@ def follow_output(
         _drain(run, offset, out)
         return rec
     for _changes in watch(
-        run.path, watch_filter=None, debounce=50, step=5, rust_timeout=_TICK_MS, yield_on_timeout=True
+        run.path,
+        watch_filter=None,
+        debounce=50,
+        step=5,
+        rust_timeout=_TICK_MS,
+        yield_on_timeout=True,
     ):
         offset = _drain(run, offset, out)
         if (rec := run.read_exit()) is not None:

@@ -37,7 +37,7 @@ class LaunchRequest:
     argv: Sequence[str]
     cwd: Path
     env: Mapping[str, str]
-    hooks: HookFile = HookFile()
+    hooks: HookFile = field(default_factory=HookFile)
     name: str | None = None
     env_keys: Sequence[str] = ()  # the names given with --env, kept in spec.json
     depth: int = 0
@@ -60,7 +60,9 @@ def resolve_command(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> s
         if not path.exists():
             raise UserError(f"command not found: {prog} (no such file in {cwd}); check the path")
         if path.is_dir() or not os.access(path, os.X_OK):
-            raise UserError(f"command not executable: {prog}; chmod +x it or run it via its interpreter")
+            raise UserError(
+                f"command not executable: {prog}; chmod +x it or run it via its interpreter"
+            )
         return str(path)
     found = shutil.which(prog, path=env.get("PATH", os.defpath))
     if found is None:

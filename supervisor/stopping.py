@@ -69,17 +69,19 @@ def stop_process(
         raise UserError(f"--grace must be 0 or more seconds, got {grace:g}")
     pid = row.pid or run.read_pid("child")
     if row.state not in ("running", "starting") or pid is None or not is_same(pid, row.pid_started):
-        raise SuperviseError(f"process {row.id} is not running (state {row.state}); nothing to stop")
+        raise SuperviseError(
+            f"process {row.id} is not running (state {row.state}); nothing to stop"
+        )
     sent = []
     say(f"sending {sig.name} to process {row.id} (pid {pid}) and its process group")
     os.killpg(pid, sig)
     sent.append(sig.name)
-    if not _wait_gone(pid, grace) and sig != signal.SIGKILL:
-        if is_same(pid, row.pid_started):
-            say(f"still running after {grace:g}s; sending SIGKILL")
-            os.killpg(pid, signal.SIGKILL)
-            sent.append("SIGKILL")
-            _wait_gone(pid, 5.0)
+    gone = _wait_gone(pid, grace)
+    if not gone and sig != signal.SIGKILL and is_same(pid, row.pid_started):
+        say(f"still running after {grace:g}s; sending SIGKILL")
+        os.killpg(pid, signal.SIGKILL)
+        sent.append("SIGKILL")
+        _wait_gone(pid, 5.0)
     return StopReport(sent, _await_exit_record(run, 5.0))
 
 

@@ -59,9 +59,12 @@ def _check_same_file(fd: int, pos: TailPos) -> tuple[TailPos, str | None]:
         reason = "replaced"
     elif st.st_size < pos.offset:
         reason = "truncated"
-    elif pos.head is not None and pos.offset > 0:
-        if head_hash(os.pread(fd, _HEAD_BYTES, 0)) != pos.head:
-            reason = "rewritten"
+    elif (
+        pos.head is not None
+        and pos.offset > 0
+        and head_hash(os.pread(fd, _HEAD_BYTES, 0)) != pos.head
+    ):
+        reason = "rewritten"
     if reason is not None:
         return TailPos(inode=st.st_ino), reason
     if pos.inode is None:
@@ -122,7 +125,9 @@ def _cut_lines(data: bytes, pos: TailPos, *, final: bool, restarted: str | None)
     return Lines(start, whole, replace(pos, offset=end), restarted)
 
 
-def tail_lines(path: Path, end: int | None = None, count: int = 50, max_bytes: int = 1 << 20) -> list[str]:
+def tail_lines(
+    path: Path, end: int | None = None, count: int = 50, max_bytes: int = 1 << 20
+) -> list[str]:
     """The last `count` lines of the file before byte `end`, decoded with replacement.
 
     Reads at most `max_bytes` from the end, so a huge line never loads whole.

@@ -6,6 +6,7 @@ them one at a time per process.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -41,7 +42,14 @@ class StepResult:
 class Tracker:
     """The daemon's view of one process, loaded from its row and its run dir's spec."""
 
-    def __init__(self, store: Store, paths: StatePaths, row: ProcessRow, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        store: Store,
+        paths: StatePaths,
+        row: ProcessRow,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         assert row.id is not None
         self.id = row.id
         self.store = store
@@ -60,7 +68,9 @@ class Tracker:
         self.pos = TailPos(row.log_offset, row.log_inode, row.log_head, row.log_skipping)
         self.archived = row.log_archived
         self.match_hooks = [h for h in self.hooks.hooks if isinstance(h.trigger, OnOutputMatch)]
-        self.matcher = Matcher([h.trigger.pattern for h in self.match_hooks if isinstance(h.trigger, OnOutputMatch)])
+        self.matcher = Matcher(
+            [h.trigger.pattern for h in self.match_hooks if isinstance(h.trigger, OnOutputMatch)]
+        )
         self.counters = load_counters(store, self.id)
         self.timeouts_armed = False
 
@@ -128,7 +138,11 @@ class Tracker:
         while True:
             lines = read_lines(self.run.output, self.pos, final=final)
             if lines.restarted:
-                log.warning("process %d: output.log was %s; reading it from its start", self.id, lines.restarted)
+                log.warning(
+                    "process %d: output.log was %s; reading it from its start",
+                    self.id,
+                    lines.restarted,
+                )
             if lines.empty and lines.pos == self.pos:
                 return
             self._commit_lines(lines, res)
@@ -142,16 +156,31 @@ class Tracker:
             hook = self.match_hooks[m.pattern]
             text = lines.data[m.start : m.end].decode("utf-8", "replace").rstrip("\r")
             assert isinstance(hook.trigger, OnOutputMatch)
-            facts = self._facts(hook, now, lines.start + m.end + 1, matched_line=text, pattern=hook.trigger.pattern)
-            events.append(FireEvent(hook, f"{self.id}:{hook.name}:@{base + lines.start + m.start}", now, text, facts))
+            facts = self._facts(
+                hook, now, lines.start + m.end + 1, matched_line=text, pattern=hook.trigger.pattern
+            )
+            events.append(
+                FireEvent(
+                    hook, f"{self.id}:{hook.name}:@{base + lines.start + m.start}", now, text, facts
+                )
+            )
         new_pos, old_offset = lines.pos, self.pos.offset
 
         def update(row: ProcessRow) -> None:
-            row.log_offset, row.log_inode, row.log_head = new_pos.offset, new_pos.inode, new_pos.head
+            row.log_offset, row.log_inode, row.log_head = (
+                new_pos.offset,
+                new_pos.inode,
+                new_pos.head,
+            )
             row.log_skipping, row.log_archived = new_pos.skipping, base
 
         outcomes, self.counters = commit_fires(
-            self.store, self.id, events, limits=self.hooks.limits, expect_offset=old_offset, update=update
+            self.store,
+            self.id,
+            events,
+            limits=self.hooks.limits,
+            expect_offset=old_offset,
+            update=update,
         )
         self.pos, self.archived = new_pos, base
         res.outcomes += outcomes
@@ -160,9 +189,22 @@ class Tracker:
         events = []
         for hook in self.hooks.hooks:
             if isinstance(hook.trigger, OnExit) and hook.trigger.accepts(record.exit_code):
-                facts = self._facts(hook, record.ended_at, None, exit_code=record.exit_code, signal=record.signal)
-                detail = f"exit code {record.exit_code}" + (f" ({record.signal})" if record.signal else "")
-                events.append(FireEvent(hook, f"{self.id}:{hook.name}:exit", record.ended_at, detail, facts, record.exit_code))
+                facts = self._facts(
+                    hook, record.ended_at, None, exit_code=record.exit_code, signal=record.signal
+                )
+                detail = f"exit code {record.exit_code}" + (
+                    f" ({record.signal})" if record.signal else ""
+                )
+                events.append(
+                    FireEvent(
+                        hook,
+                        f"{self.id}:{hook.name}:exit",
+                        record.ended_at,
+                        detail,
+                        facts,
+                        record.exit_code,
+                    )
+                )
 
         def update(row: ProcessRow) -> None:
             row.state, row.exit_code, row.signal = "exited", record.exit_code, record.signal
@@ -178,23 +220,38 @@ class Tracker:
             if isinstance(hook.trigger, OnExit):
                 facts = self._facts(hook, now, None)
                 refuse = None if hook.trigger.exit_codes is None else "lost"
-                events.append(FireEvent(hook, f"{self.id}:{hook.name}:exit", now, "lost: exit code unknown", facts, None, refuse))
+                events.append(
+                    FireEvent(
+                        hook,
+                        f"{self.id}:{hook.name}:exit",
+                        now,
+                        "lost: exit code unknown",
+                        facts,
+                        None,
+                        refuse,
+                    )
+                )
 
         def update(row: ProcessRow) -> None:
             row.state, row.result, row.ended_at = "lost", "lost", now
 
         self._settle(events, update, res)
 
-    def _settle(self, events: list[FireEvent], update: Callable[[ProcessRow], None], res: StepResult) -> None:
+    def _settle(
+        self, events: list[FireEvent], update: Callable[[ProcessRow], None], res: StepResult
+    ) -> None:
         outcomes, self.counters = commit_fires(
-            self.store, self.id, events, limits=self.hooks.limits, expect_offset=self.pos.offset, update=update
+            self.store,
+            self.id,
+            events,
+            limits=self.hooks.limits,
+            expect_offset=self.pos.offset,
+            update=update,
         )
         res.outcomes += outcomes
         res.ended = True
-        try:
+        with contextlib.suppress(OSError):  # only a convenience for an attached `run`
             self.run.recorded.touch()
-        except OSError:
-            pass  # only a convenience for an attached `supervise run`
 
     # -- timeouts ------------------------------------------------------------------------
 
@@ -214,10 +271,22 @@ class Tracker:
             if hook.name in names and self._counter(hook) == Counter():
                 at = self.clock()
                 facts = self._facts(hook, at, None, timeout_s=t.seconds)
-                events.append(FireEvent(hook, f"{self.id}:{hook.name}:timeout", at, f"still running after {t.seconds:g}s", facts))
+                events.append(
+                    FireEvent(
+                        hook,
+                        f"{self.id}:{hook.name}:timeout",
+                        at,
+                        f"still running after {t.seconds:g}s",
+                        facts,
+                    )
+                )
         if events:
             outcomes, self.counters = commit_fires(
-                self.store, self.id, events, limits=self.hooks.limits, expect_offset=self.pos.offset, update=lambda row: None
+                self.store,
+                self.id,
+                events,
+                limits=self.hooks.limits,
+                expect_offset=self.pos.offset,
+                update=lambda row: None,
             )
             res.outcomes += outcomes
-

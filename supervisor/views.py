@@ -95,9 +95,19 @@ def process_table(rows: Sequence[ProcessRow], now: float) -> str:
         if p.signal:
             code = f"{code} ({p.signal})"
         state = "running" if p.state == "starting" else p.state
-        body.append([str(p.id), _clip(p.name, 20), state, str(p.pid or "-"), code,
-                     local(p.started_at), format_runtime(end - p.started_at), str(p.depth),
-                     _clip(p.command, 60)])  # fmt: skip
+        body.append(
+            [
+                str(p.id),
+                _clip(p.name, 20),
+                state,
+                str(p.pid or "-"),
+                code,
+                local(p.started_at),
+                format_runtime(end - p.started_at),
+                str(p.depth),
+                _clip(p.command, 60),
+            ]
+        )
     headers = ["ID", "NAME", "STATE", "PID", "EXIT", "STARTED", "RUNTIME", "DEPTH", "COMMAND"]
     return table(headers, body)
 
@@ -108,8 +118,17 @@ def thread_table(rows: Sequence[ThreadRow], now: float) -> str:
         status = t.status
         if status == "queued" and t.not_before > now + 0.5:
             status = f"queued until {local(t.not_before)}"
-        body.append([thread_ref(t.id) or "", str(t.process_id or "-"), t.hook or "-", t.trigger,
-                     str(t.depth), status, local(t.created_at)])  # fmt: skip
+        body.append(
+            [
+                thread_ref(t.id) or "",
+                str(t.process_id or "-"),
+                t.hook or "-",
+                t.trigger,
+                str(t.depth),
+                status,
+                local(t.created_at),
+            ]
+        )
     return table(["ID", "PROCESS", "HOOK", "TRIGGER", "DEPTH", "STATUS", "CREATED"], body)
 
 
@@ -117,8 +136,17 @@ def fire_table(rows: Sequence[FireRow]) -> str:
     body = []
     for f in rows:
         outcome = f"spawned {thread_ref(f.thread_id)}" if f.spawned else f"refused: {f.reason}"
-        body.append([str(f.id), str(f.process_id), f.hook, f.trigger, local(f.at), outcome,
-                     _clip(f.detail, 60)])  # fmt: skip
+        body.append(
+            [
+                str(f.id),
+                str(f.process_id),
+                f.hook,
+                f.trigger,
+                local(f.at),
+                outcome,
+                _clip(f.detail, 60),
+            ]
+        )
     return table(["ID", "PROCESS", "HOOK", "TRIGGER", "AT", "OUTCOME", "DETAIL"], body)
 
 

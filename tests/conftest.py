@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -44,8 +45,14 @@ class Env:
         env["PYTHONPATH"] = str(ROOT)
         return env
 
-    def cli(self, *args: str, timeout: float = 30.0, check: bool = False, cwd: Path | None = None,
-            input: str | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    def cli(
+        self,
+        *args: str,
+        timeout: float = 30.0,
+        check: bool = False,
+        cwd: Path | None = None,
+        input: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
             [sys.executable, "-m", "supervisor", *args],
             capture_output=True,
@@ -70,7 +77,9 @@ class Env:
         data: list[dict[str, Any]] = json.loads(self.cli("fires", "--json", check=True).stdout)
         return data
 
-    def run_d(self, *cmd: str, hooks: Path | None = None, name: str | None = None) -> dict[str, Any]:
+    def run_d(
+        self, *cmd: str, hooks: Path | None = None, name: str | None = None
+    ) -> dict[str, Any]:
         args = ["run", "-d", "--json"]
         if hooks is not None:
             args += ["--hook", str(hooks)]
@@ -111,10 +120,16 @@ class Daemon:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "supervisor", "daemon"],
-                stdout=log, stderr=log, env=self.env.env, start_new_session=True,
-            )  # fmt: skip
-        wait_until(lambda: self.log.read_text().count("daemon ready") > before.count("daemon ready"),
-                   15, "daemon ready")  # fmt: skip
+                stdout=log,
+                stderr=log,
+                env=self.env.env,
+                start_new_session=True,
+            )
+        wait_until(
+            lambda: self.log.read_text().count("daemon ready") > before.count("daemon ready"),
+            15,
+            "daemon ready",
+        )
         return self
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
@@ -126,16 +141,12 @@ class Daemon:
 
 def _kill_supervised(home: Path) -> None:
     for pidfile in (home / "runs").glob("*/child.pid"):
-        try:
+        with contextlib.suppress(ProcessLookupError, ValueError, PermissionError):
             os.killpg(int(pidfile.read_text()), signal.SIGKILL)
-        except (ProcessLookupError, ValueError, PermissionError):
-            pass
     pid = running_pid(home / "daemon.pid")  # only a daemon that holds the lock
     if pid is not None and pid > 0:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 @pytest.fixture(autouse=True)

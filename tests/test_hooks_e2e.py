@@ -20,16 +20,21 @@ def _thread(env: Env, tid: str) -> dict[str, Any]:
 
 
 def test_on_exit_fires_with_the_real_code_and_full_prompt(env: Env) -> None:
-    hooks = _hooks(env, {
-        "purpose": "Running database migration for auth module refactor",
-        "context": {"related_files": ["migrations/0042.py", "tests/test_auth.py"],
-                    "original_thread_summary": "User asked for JWT."},
-        "hooks": [
-            {"name": "failed", "on_exit": {"exit_codes": [1]}, "instructions": "Diagnose it."},
-            {"name": "ok", "on_exit": {"exit_codes": [0]}, "instructions": "Run the tests."},
-            {"name": "any", "on_exit": {}, "instructions": "Report."},
-        ],
-    })  # fmt: skip
+    hooks = _hooks(
+        env,
+        {
+            "purpose": "Running database migration for auth module refactor",
+            "context": {
+                "related_files": ["migrations/0042.py", "tests/test_auth.py"],
+                "original_thread_summary": "User asked for JWT.",
+            },
+            "hooks": [
+                {"name": "failed", "on_exit": {"exit_codes": [1]}, "instructions": "Diagnose it."},
+                {"name": "ok", "on_exit": {"exit_codes": [0]}, "instructions": "Run the tests."},
+                {"name": "any", "on_exit": {}, "instructions": "Report."},
+            ],
+        },
+    )
     script = "import sys\nfor i in range(80): print('step', i)\nsys.exit(1)"
     # The form users type: a trailing --hook after the command is ours.
     r = env.cli("run", "--", sys.executable, "-c", script, "--hook", str(hooks))
@@ -37,7 +42,9 @@ def test_on_exit_fires_with_the_real_code_and_full_prompt(env: Env) -> None:
     assert "spawned thread t1" in r.stderr and "spawned thread t2" in r.stderr
     ps = env.ps()
     assert [(t["hook"], t["trigger"], t["status"], t["depth"]) for t in ps["threads"]] == [
-        ("failed", "on_exit", "queued", 1), ("any", "on_exit", "queued", 1)]  # fmt: skip
+        ("failed", "on_exit", "queued", 1),
+        ("any", "on_exit", "queued", 1),
+    ]
     proc = ps["processes"][0]
     prompt = _thread(env, "t1")["prompt"]
     assert prompt.startswith("A process hook has fired. Here is the context:\n")
@@ -53,15 +60,31 @@ def test_on_exit_fires_with_the_real_code_and_full_prompt(env: Env) -> None:
 
 
 def test_output_match_fires_per_line_up_to_max_spawns(env: Env, daemon: Daemon) -> None:
-    hooks = _hooks(env, {"hooks": [{"name": "deadlock", "on_output_match": {
-        "pattern": "deadlock detected"}, "instructions": "Find them.", "max_spawns": 2}]})  # fmt: skip
-    script = ("import time\nfor i in range(5):\n    print(f'{i}: ERROR deadlock detected', flush=True)\n"
-              "    time.sleep(0.05)\n")  # fmt: skip
+    hooks = _hooks(
+        env,
+        {
+            "hooks": [
+                {
+                    "name": "deadlock",
+                    "on_output_match": {"pattern": "deadlock detected"},
+                    "instructions": "Find them.",
+                    "max_spawns": 2,
+                }
+            ]
+        },
+    )
+    script = (
+        "import time\nfor i in range(5):\n    print(f'{i}: ERROR deadlock detected', flush=True)\n"
+        "    time.sleep(0.05)\n"
+    )
     pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
     env.wait_state(pid, "exited")
     fires = env.fires()
     assert [(f["hook"], f["spawned"], f["reason"]) for f in fires] == [
-        ("deadlock", True, None), ("deadlock", True, None), ("deadlock", False, "max_spawns")]  # fmt: skip
+        ("deadlock", True, None),
+        ("deadlock", True, None),
+        ("deadlock", False, "max_spawns"),
+    ]
     assert [f["detail"] for f in fires] == [f"{i}: ERROR deadlock detected" for i in range(3)]
     prompt = _thread(env, fires[1]["thread_id"])["prompt"]
     assert "matched: `1: ERROR deadlock detected`" in prompt
@@ -69,18 +92,23 @@ def test_output_match_fires_per_line_up_to_max_spawns(env: Env, daemon: Daemon) 
 
 
 def test_partial_line_is_matched_only_when_complete(env: Env, daemon: Daemon) -> None:
-    hooks = _hooks(env, {"hooks": [{"on_output_match": {"pattern": "^needle$"},
-                                    "instructions": "x"}]})  # fmt: skip
-    script = ("import sys, time\nsys.stdout.write('need'); sys.stdout.flush(); time.sleep(0.5)\n"
-              "sys.stdout.write('le\\n'); sys.stdout.flush()\n")  # fmt: skip
+    hooks = _hooks(
+        env, {"hooks": [{"on_output_match": {"pattern": "^needle$"}, "instructions": "x"}]}
+    )
+    script = (
+        "import sys, time\nsys.stdout.write('need'); sys.stdout.flush(); time.sleep(0.5)\n"
+        "sys.stdout.write('le\\n'); sys.stdout.flush()\n"
+    )
     pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
     env.wait_state(pid, "exited")
     assert [f["detail"] for f in env.fires()] == ["needle"]
 
 
 def test_timeout_fires_once_while_running(env: Env, daemon: Daemon) -> None:
-    hooks = _hooks(env, {"hooks": [{"name": "slow", "on_timeout": {"seconds": 0.5},
-                                    "instructions": "Why slow?"}]})  # fmt: skip
+    hooks = _hooks(
+        env,
+        {"hooks": [{"name": "slow", "on_timeout": {"seconds": 0.5}, "instructions": "Why slow?"}]},
+    )
     pid = env.run_d(sys.executable, "-c", "import time; time.sleep(30)", hooks=hooks)["id"]
     wait_until(lambda: env.fires(), 10, "timeout fire")
     fire = env.fires()[0]
@@ -103,8 +131,13 @@ def test_timeout_does_not_fire_after_exit(env: Env, daemon: Daemon) -> None:
 
 
 def test_rate_limit_queues_with_not_before(env: Env, daemon: Daemon) -> None:
-    hooks = _hooks(env, {"limits": {"rate": "2/hour"}, "hooks": [{"on_output_match": {
-        "pattern": "go"}, "instructions": "x", "max_spawns": 4}]})  # fmt: skip
+    hooks = _hooks(
+        env,
+        {
+            "limits": {"rate": "2/hour"},
+            "hooks": [{"on_output_match": {"pattern": "go"}, "instructions": "x", "max_spawns": 4}],
+        },
+    )
     pid = env.run_d(sys.executable, "-c", "for i in range(4): print('go', i)", hooks=hooks)["id"]
     env.wait_state(pid, "exited")
     threads = env.ps()["threads"]
@@ -115,8 +148,9 @@ def test_rate_limit_queues_with_not_before(env: Env, daemon: Daemon) -> None:
 
 
 def test_depth_limit_refuses(env: Env, daemon: Daemon) -> None:
-    hooks = _hooks(env, {"limits": {"max_depth": 0}, "hooks": [{"on_exit": None,
-                                                                 "instructions": "x"}]})  # fmt: skip
+    hooks = _hooks(
+        env, {"limits": {"max_depth": 0}, "hooks": [{"on_exit": None, "instructions": "x"}]}
+    )
     pid = env.run_d(sys.executable, "-c", "pass", hooks=hooks)["id"]
     env.wait_state(pid, "exited")
     (fire,) = env.fires()

@@ -48,7 +48,7 @@ def test_rate_parse(text: str, count: int, per: float) -> None:
 
 @pytest.mark.parametrize("text", ["10", "ten/minute", "0/minute", "5/fortnight", "-1/s"])
 def test_rate_parse_rejects(text: str) -> None:
-    with pytest.raises(ValueError, match="10/minute|at least 1"):
+    with pytest.raises(ValueError, match=r"10/minute|at least 1"):
         Rate.parse(text)
 
 

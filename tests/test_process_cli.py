@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import Daemon, Env, wait_until
 
 
@@ -31,8 +30,22 @@ def test_run_detached_json_name_cwd_env(
     sub = env.work / "sub"
     sub.mkdir()
     code = "import os; print(os.getcwd(), os.environ['GREETING'], os.environ['FROM_CLI'])"
-    r = env.cli("run", "-d", "--json", "--name", "greeter", "--cwd", str(sub), "--env",
-                "GREETING=hi there", "--", sys.executable, "-c", code, check=True)  # fmt: skip
+    r = env.cli(
+        "run",
+        "-d",
+        "--json",
+        "--name",
+        "greeter",
+        "--cwd",
+        str(sub),
+        "--env",
+        "GREETING=hi there",
+        "--",
+        sys.executable,
+        "-c",
+        code,
+        check=True,
+    )
     out = json.loads(r.stdout)
     assert set(out) == {"id", "pid", "name"} and out["name"] == "greeter"
     assert isinstance(out["pid"], int)
@@ -44,7 +57,10 @@ def test_run_detached_json_name_cwd_env(
 
 
 def test_logs_tail_and_follow(env: Env, daemon: Daemon) -> None:
-    script = "import time\nfor i in range(5): print('line', i, flush=True)\ntime.sleep(0.5)\nprint('last')"
+    script = (
+        "import time\nfor i in range(5): print('line', i, flush=True)\n"
+        "time.sleep(0.5)\nprint('last')"
+    )
     pid = env.run_d(sys.executable, "-c", script)["id"]
     follow = env.cli("logs", str(pid), "-f", timeout=20)
     assert follow.stdout.splitlines() == [f"line {i}" for i in range(5)] + ["last"]
@@ -70,7 +86,9 @@ def test_bad_usage_is_exit_2(env: Env) -> None:
 
 def test_process_survives_daemon_sigkill_and_cli_exit(env: Env, daemon: Daemon) -> None:
     marker = env.work / "done"
-    script = f"import time; time.sleep(1.0); open({str(marker)!r}, 'w').write('x'); print('finished')"
+    script = (
+        f"import time; time.sleep(1.0); open({str(marker)!r}, 'w').write('x'); print('finished')"
+    )
     pid = env.run_d(sys.executable, "-c", script)["id"]
     daemon.kill(signal.SIGKILL)
     wait_until(marker.exists, 10, "child to finish without a daemon")
@@ -88,9 +106,11 @@ def _child_pid(env: Env, pid: int) -> int:
 
 def test_stop_sends_term_to_the_whole_group(env: Env, daemon: Daemon) -> None:
     # The child starts a grandchild; both must go on TERM.
-    script = ("import subprocess, sys, time\n"
-              "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-              "print(g.pid, flush=True)\ntime.sleep(60)\n")  # fmt: skip
+    script = (
+        "import subprocess, sys, time\n"
+        "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print(g.pid, flush=True)\ntime.sleep(60)\n"
+    )
     pid = env.run_d(sys.executable, "-c", script)["id"]
     grand = int(wait_until(lambda: env.cli("logs", str(pid)).stdout.strip(), 10, "grandchild pid"))
     r = env.cli("stop", str(pid), "--grace", "5", check=True)
@@ -110,9 +130,11 @@ def _alive(pid: int) -> bool:
 
 
 def test_stop_int_reaches_python_as_keyboardinterrupt(env: Env, daemon: Daemon) -> None:
-    script = ("import time\nprint('ready', flush=True)\ntry:\n    time.sleep(60)\n"
-              "except KeyboardInterrupt:\n    print('got KeyboardInterrupt', flush=True)\n"
-              "    raise SystemExit(7)\n")  # fmt: skip
+    script = (
+        "import time\nprint('ready', flush=True)\ntry:\n    time.sleep(60)\n"
+        "except KeyboardInterrupt:\n    print('got KeyboardInterrupt', flush=True)\n"
+        "    raise SystemExit(7)\n"
+    )
     pid = env.run_d(sys.executable, "-c", script)["id"]
     wait_until(lambda: "ready" in env.cli("logs", str(pid)).stdout, 10, "child ready")
     env.cli("stop", str(pid), "--signal", "INT", "--grace", "5", check=True)
@@ -122,8 +144,10 @@ def test_stop_int_reaches_python_as_keyboardinterrupt(env: Env, daemon: Daemon) 
 
 
 def test_stop_escalates_to_kill_after_grace(env: Env, daemon: Daemon) -> None:
-    script = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-              "print('ready', flush=True)\ntime.sleep(60)\n")  # fmt: skip
+    script = (
+        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "print('ready', flush=True)\ntime.sleep(60)\n"
+    )
     pid = env.run_d(sys.executable, "-c", script)["id"]
     wait_until(lambda: "ready" in env.cli("logs", str(pid)).stdout, 10, "child ready")
     start = time.monotonic()
@@ -140,10 +164,18 @@ def test_stop_refuses_a_reused_pid(env: Env, daemon: Daemon) -> None:
     _child_pid(env, pid)
     db = env.home / "state.db"
     # Pretend the recorded start time belongs to another process that had this pid.
-    subprocess.run([sys.executable, "-c", (
-        "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
-        "c.execute('update process set pid_started = pid_started - 100'); c.commit()"), str(db)],
-        check=True)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+                "c.execute('update process set pid_started = pid_started - 100'); c.commit()"
+            ),
+            str(db),
+        ],
+        check=True,
+    )
     r = env.cli("stop", str(pid))
     assert r.returncode == 1 and "not running" in r.stderr
     assert _alive(_child_pid(env, pid))

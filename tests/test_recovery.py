@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import Daemon, Env, wait_until
 
 
@@ -25,10 +24,13 @@ def _exit_file(env: Env, pid: int) -> Path:
 
 
 def test_exit_while_daemon_down_fires_on_restart_with_real_code(env: Env, daemon: Daemon) -> None:
-    hooks = _hooks(env, [
-        {"name": "mark", "on_output_match": {"pattern": "marker"}, "instructions": "x"},
-        {"name": "four", "on_exit": {"exit_codes": [4]}, "instructions": "y"},
-    ])  # fmt: skip
+    hooks = _hooks(
+        env,
+        [
+            {"name": "mark", "on_output_match": {"pattern": "marker"}, "instructions": "x"},
+            {"name": "four", "on_exit": {"exit_codes": [4]}, "instructions": "y"},
+        ],
+    )
     script = "import time, sys\ntime.sleep(0.8)\nprint('marker')\nsys.exit(4)"
     pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
     daemon.kill(signal.SIGKILL)
@@ -42,9 +44,20 @@ def test_exit_while_daemon_down_fires_on_restart_with_real_code(env: Env, daemon
 
 
 def test_running_process_resumes_from_saved_offset_exactly_once(env: Env, daemon: Daemon) -> None:
-    hooks = _hooks(env, [{"name": "tick", "on_output_match": {"pattern": "^tick"},
-                          "instructions": "x", "max_spawns": 1000}])  # fmt: skip
-    script = "import time\nfor i in range(40):\n    print(f'tick {i}', flush=True)\n    time.sleep(0.05)"
+    hooks = _hooks(
+        env,
+        [
+            {
+                "name": "tick",
+                "on_output_match": {"pattern": "^tick"},
+                "instructions": "x",
+                "max_spawns": 1000,
+            }
+        ],
+    )
+    script = (
+        "import time\nfor i in range(40):\n    print(f'tick {i}', flush=True)\n    time.sleep(0.05)"
+    )
     pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
     for _ in range(3):  # kill the daemon at several points of the run
         time.sleep(0.4)
@@ -58,13 +71,18 @@ def test_running_process_resumes_from_saved_offset_exactly_once(env: Env, daemon
 
 
 def test_lost_process_fires_only_any_code_hooks(env: Env, daemon: Daemon) -> None:
-    hooks = _hooks(env, [
-        {"name": "any", "on_exit": None, "instructions": "x"},
-        {"name": "one", "on_exit": {"exit_codes": [1]}, "instructions": "y"},
-    ])  # fmt: skip
+    hooks = _hooks(
+        env,
+        [
+            {"name": "any", "on_exit": None, "instructions": "x"},
+            {"name": "one", "on_exit": {"exit_codes": [1]}, "instructions": "y"},
+        ],
+    )
     pid = env.run_d(sys.executable, "-c", "import time; time.sleep(60)", hooks=hooks)["id"]
     run = env.home / "runs" / str(pid)
-    child = int(wait_until(lambda: (run / "child.pid").exists() and (run / "child.pid").read_text(), 5))
+    child = int(
+        wait_until(lambda: (run / "child.pid").exists() and (run / "child.pid").read_text(), 5)
+    )
     shim = int((run / "shim.pid").read_text())
     daemon.kill(signal.SIGKILL)
     os.kill(shim, signal.SIGKILL)  # the machine "reboots": shim and child die, no exit record
@@ -83,7 +101,9 @@ def test_shim_killed_while_daemon_runs_is_noticed(env: Env, daemon: Daemon) -> N
     hooks = _hooks(env, [{"name": "any", "on_exit": None, "instructions": "x"}])
     pid = env.run_d(sys.executable, "-c", "import time; time.sleep(60)", hooks=hooks)["id"]
     run = env.home / "runs" / str(pid)
-    child = int(wait_until(lambda: (run / "child.pid").exists() and (run / "child.pid").read_text(), 5))
+    child = int(
+        wait_until(lambda: (run / "child.pid").exists() and (run / "child.pid").read_text(), 5)
+    )
     time.sleep(0.3)
     os.kill(int((run / "shim.pid").read_text()), signal.SIGKILL)
     os.killpg(child, signal.SIGKILL)

@@ -1,0 +1,511 @@
+"""Reading hook files (YAML or JSON) into `HookFile` values, every problem at FILE:LINE.
+
+YAML is composed, not loaded, so each node keeps its line; the values and a map from key
+path to line are built here, which also catches duplicate keys PyYAML would silently drop.
+JSON values come from `json` (PyYAML reads `1e5` as a string); their lines come from
+composing the same text as YAML. Validation is a hand-written walk over plain values: each
+check knows its key path, so a message can name the key, its line and the fix.
+"""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import re2
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from state.errors import HookFileError
+from supervisor.hookspec import (
+    DEFAULT_RATE,
+    Hook,
+    HookFile,
+    Limits,
+    OnExit,
+    OnOutputMatch,
+    OnTimeout,
+    Rate,
+    Trigger,
+    trigger_kind,
+)
+
+EXAMPLE = "configs/examples/migrate.yaml"
+EXTENSIONS = (".yaml", ".yml", ".json")
+_MAX_NODES = 100_000  # aliases can blow a small YAML file up exponentially ("billion laughs")
+_MAX_COUNT = 1_000_000  # far above any sane value, low enough for SQLite and float maths
+_MAX_SECONDS = 10 * 365 * 86400
+_TOP_KEYS = ("purpose", "context", "hooks", "agent", "limits")
+_TRIGGERS = ("on_exit", "on_output_match", "on_timeout")
+_HOOK_KEYS = ("name", *_TRIGGERS, "instructions", "max_spawns")
+_LOOKAROUND = re.compile(r"\(\?<?[=!]|\\[1-9]")
+
+# Tabs (JSON whitespace) YAML refuses; NEL, LS, PS (allowed in JSON strings) YAML counts as
+# line breaks. Spaces keep JSON's line numbers.
+_JSON_AS_YAML = str.maketrans("\t\x85\u2028\u2029", "    ")
+
+KeyPath = tuple[str | int, ...]
+
+
+class _Abort(Exception):
+    """The file cannot be read far enough to validate; the message is the one problem."""
+
+
+def load_hook_file(path: str | Path) -> HookFile:
+    """Read and validate one hook file; the format follows the extension.
+
+    Raises:
+        HookFileError: listing every problem, each as `FILE:LINE: what; how to fix it`.
+    """
+    name = str(path)
+    _check_extension(name)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise HookFileError([f"{name}: cannot read hook file: {reason}; check the path"]) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise HookFileError(
+            [f"{name}:{line}: cannot read hook file: not UTF-8 ({exc.reason}); save it as UTF-8"]
+        ) from None
+    return parse_hook_text(text, name)
+
+
+def parse_hook_text(text: str, filename: str) -> HookFile:
+    """Validate hook file text; `filename` names it in messages and picks YAML or JSON.
+
+    Raises:
+        HookFileError: listing every problem, each as `FILE:LINE: what; how to fix it`.
+    """
+    _check_extension(filename)
+    text = text.removeprefix("\ufeff")
+    try:
+        if not text.strip():
+            raise _Abort(f"{filename}:1: hook file is empty; see {EXAMPLE}")
+        read = _read_json if filename.endswith(".json") else _read_yaml
+        data, composer = read(text, filename)
+    except _Abort as exc:
+        raise HookFileError([str(exc)]) from None
+    except RecursionError:
+        msg = f"{filename}:1: hook file is nested too deeply to read; flatten its structure"
+        raise HookFileError([msg]) from None
+
+    def locate(path: KeyPath) -> tuple[int, str]:
+        while path and path not in composer.lines:
+            path = path[:-1]
+        line = composer.lines.get(path, 1)
+        return line, f"{filename}:{line}"
+
+    report = _Report(locate, composer.problems)
+    return _validate(data, report, (filename,))
+
+
+def load_hook_mapping(data: Mapping[str, Any], where: str) -> HookFile:
+    """Validate hooks already parsed, e.g. given inline to an agent tool.
+
+    Args:
+        data: the mapping a hook file would hold.
+        where: names the source in messages and in `sources`; there are no line numbers.
+
+    Raises:
+        HookFileError: listing every problem, each as `WHERE: what; how to fix it`.
+    """
+    return _validate(data, _Report(lambda _path: (0, where)), (where,))
+
+
+def compile_pattern(pattern: str) -> object:
+    """Compile an on_output_match pattern with RE2, as the matcher will.
+
+    Raises:
+        ValueError: with RE2's reason and how to fix the pattern.
+    """
+    options = re2.Options()
+    options.log_errors = False  # the reason goes into our message, not to stderr
+    try:
+        return re2.compile(pattern.encode(), options)
+    except UnicodeEncodeError:
+        reason = "it contains a lone surrogate, which is not text"
+    except re2.error as exc:
+        arg = exc.args[0] if exc.args else exc
+        reason = arg.decode(errors="replace") if isinstance(arg, bytes) else str(arg)
+    if _LOOKAROUND.search(pattern):
+        fix = "RE2 has no lookaround or backreferences; rewrite the pattern without them"
+    else:
+        fix = "fix the pattern (RE2 syntax: https://github.com/google/re2/wiki/Syntax)"
+    raise ValueError(f"pattern {pattern!r} does not compile with RE2 ({reason}); {fix}")
+
+
+def _check_extension(filename: str) -> None:
+    if not filename.endswith(EXTENSIONS):
+        raise HookFileError(
+            [f"{filename}: hook file must end in .yaml, .yml or .json; rename it to say its format"]
+        )
+
+
+# Reading: text -> plain values, and each key path's line.
+
+
+class _Composer:
+    """Builds plain values from a composed YAML node tree, noting each key path's line."""
+
+    def __init__(self, filename: str) -> None:
+        self.filename = filename
+        self.lines: dict[KeyPath, int] = {}
+        self.problems: list[tuple[int, str]] = []
+        self._constructor = yaml.constructor.SafeConstructor()
+        self._nodes = 0
+        self._open: set[int] = set()  # collections being built, to stop at `&a [*a]`
+
+    def build(self, node: Node, path: KeyPath) -> Any:
+        self._nodes += 1
+        if self._nodes > _MAX_NODES:
+            raise _Abort(
+                f"{self.filename}:1: hook file holds over {_MAX_NODES} values (aliases?); "
+                "write it out with fewer aliases"
+            )
+        self.lines[path] = line = node.start_mark.line + 1
+        if isinstance(node, ScalarNode):
+            return self._scalar(node, line)
+        if id(node) in self._open:
+            self._problem(line, "an alias refers to a collection containing it; remove it")
+            return None
+        self._open.add(id(node))
+        try:
+            if isinstance(node, SequenceNode):
+                return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
+            return self._mapping(node, path) if isinstance(node, MappingNode) else None
+        finally:
+            self._open.discard(id(node))
+
+    def _mapping(self, node: MappingNode, path: KeyPath) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            line = key_node.start_mark.line + 1
+            if not isinstance(key_node, ScalarNode):
+                self._problem(line, f"a key in {_where(path)} is a list or mapping; use a word")
+                continue
+            # The key as written: `yes:` stays "yes" rather than becoming True.
+            key = key_node.value
+            if key in out:
+                self._problem(line, f"duplicate key {key!r} in {_where(path)}; keep only one")
+            out[key] = self.build(value_node, (*path, key))
+            self.lines[(*path, key)] = line  # report a key's problems at the key
+        return out
+
+    def _scalar(self, node: ScalarNode, line: int) -> Any:
+        try:
+            value = self._constructor.construct_object(node, deep=True)
+        except Exception as exc:  # a tag picks the constructor, and each fails its own way
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            self._problem(
+                line, f"cannot read {node.value!r} ({reason}); remove the tag or quote it"
+            )
+            return node.value
+        # A run snapshots its hooks as JSON, which holds no dates or bytes: keep their text.
+        if isinstance(value, bytes | datetime.date):
+            return node.value
+        return value
+
+    def _problem(self, line: int, message: str) -> None:
+        self.problems.append((line, f"{self.filename}:{line}: {message}"))
+
+
+def _read_yaml(text: str, filename: str) -> tuple[Any, _Composer]:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark, problem = exc.problem_mark, exc.problem or "syntax error"
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        what = f"{exc.context}, {problem}" if exc.context else problem
+        fix = "indent with spaces, not tabs," if "'\\t'" in problem else "fix the syntax"
+        raise _Abort(
+            f"{filename}:{line}: invalid YAML: {what}; {fix} near column {column}"
+        ) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML forbids, found before parsing
+        line = text.count("\n", 0, exc.position) + 1
+        char = exc.character
+        what = f"character #x{char:04x} is not allowed" if isinstance(char, int) else exc.reason
+        raise _Abort(f"{filename}:{line}: invalid YAML: {what}; remove it") from None
+    except yaml.YAMLError as exc:
+        raise _Abort(f"{filename}:1: invalid YAML: {exc}; fix the syntax") from None
+    if root is None:  # only comments
+        raise _Abort(f"{filename}:1: hook file is empty; see {EXAMPLE}")
+    composer = _Composer(filename)
+    return composer.build(root, ()), composer
+
+
+def _read_json(text: str, filename: str) -> tuple[Any, _Composer]:
+    duplicates: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                duplicates.append(key)
+            out[key] = value
+        return out
+
+    try:
+        data = json.loads(text, object_pairs_hook=pairs)
+    except json.JSONDecodeError as exc:
+        raise _Abort(
+            f"{filename}:{exc.lineno}: invalid JSON: {exc.msg}; "
+            f"fix the syntax near column {exc.colno}"
+        ) from None
+    except ValueError as exc:  # e.g. an integer with more digits than Python converts
+        raise _Abort(f"{filename}:1: invalid JSON: {exc}; fix the value") from None
+    composer = _Composer(filename)
+    try:
+        root = yaml.compose(text.translate(_JSON_AS_YAML), Loader=yaml.SafeLoader)
+        if root is not None:
+            composer.build(root, ())  # only for its lines and duplicate keys
+    except (yaml.YAMLError, RecursionError, _Abort):
+        # Valid JSON that is not YAML (rare): no lines, so every problem is at line 1.
+        composer = _Composer(filename)
+        for key in duplicates:
+            composer.problems.append((1, f"{filename}:1: duplicate key {key!r}; keep only one"))
+    return data, composer
+
+
+# Validation: plain values -> HookFile, or every problem found.
+
+
+class _Report:
+    """Problems found so far, each located by key path and sorted by line at the end."""
+
+    def __init__(
+        self,
+        locate: Callable[[KeyPath], tuple[int, str]],
+        problems: list[tuple[int, str]] | None = None,
+    ) -> None:
+        self.locate = locate
+        self.problems = list(problems or [])
+
+    def add(self, path: KeyPath, message: str) -> None:
+        line, where = self.locate(path)
+        self.problems.append((line, f"{where}: {message}"))
+
+    def bad(self, path: KeyPath, what: str, value: Any, fix: str) -> None:
+        """Report that the value at `path` is not `what`, ending with how to `fix` it."""
+        self.add(path, f"{_where(path)} {what}, got {_show(value)}; {fix}")
+
+    def check(self) -> None:
+        if self.problems:
+            raise HookFileError([text for _, text in sorted(self.problems, key=lambda p: p[0])])
+
+
+def _validate(data: Any, r: _Report, sources: tuple[str, ...]) -> HookFile:
+    if not isinstance(data, Mapping):
+        got = "is empty" if data is None else f"must be a mapping, got {_show(data)}"
+        r.add((), f"hook file {got}; see {EXAMPLE}")
+        r.check()
+    _check_keys(data, (), _TOP_KEYS, r)
+    purpose = _text(data, ("purpose",), r, "write purpose: what the process is for")
+    context = _mapping(data, "context", r, "write context: {related_files: [a.py]}")
+    agent = _mapping(data, "agent", r, "write agent: {model: openai:gpt-4.1-mini}")
+    if "model" in agent and not (isinstance(agent["model"], str) and agent["model"].strip()):
+        r.bad(
+            ("agent", "model"), "must be text", agent["model"], "write model: openai:gpt-4.1-mini"
+        )
+    limits = _check_limits(data.get("limits"), r)
+    hooks = _check_hooks(data.get("hooks"), r)
+    r.check()
+    return HookFile(hooks, purpose, context, limits, agent, sources)
+
+
+def _check_keys(data: Mapping[Any, Any], path: KeyPath, known: tuple[str, ...], r: _Report) -> None:
+    for key in data:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            guess = f"did you mean {close[0]!r}?" if close else "remove it"
+            where = f"unknown key {str(key)!r} in {_where(path)}"
+            r.add((*path, key), f"{where}; {guess} (known: {', '.join(known)})")
+
+
+def _text(data: Mapping[str, Any], path: KeyPath, r: _Report, fix: str) -> str | None:
+    value = data.get(str(path[-1]))
+    if value is None or (isinstance(value, str) and value.strip()):
+        return value
+    r.bad(path, "must be non-empty text", value, fix)
+    return None
+
+
+def _mapping(data: Mapping[str, Any], key: str, r: _Report, fix: str) -> dict[str, Any]:
+    value = data.get(key)
+    if value is not None and not isinstance(value, Mapping):
+        r.bad((key,), "must be a mapping", value, fix)
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def _count(data: Mapping[str, Any], path: KeyPath, r: _Report, low: int, eg: int) -> int | None:
+    value = data.get(str(path[-1]))
+    if value is None or (_is_int(value) and low <= value <= _MAX_COUNT):
+        return value
+    digits = re.findall(r"\d+", value if isinstance(value, str) else "")
+    fix = f"write {path[-1]}: {digits[0][:6] if digits else eg}"
+    r.bad(path, f"must be a whole number from {low} to {_MAX_COUNT}", value, fix)
+    return None
+
+
+def _check_limits(value: Any, r: _Report) -> Limits:
+    if value is not None and not isinstance(value, Mapping):
+        r.bad(("limits",), "must be a mapping", value, "write limits: {rate: 10/minute}")
+    if not isinstance(value, Mapping):
+        return Limits()
+    _check_keys(value, ("limits",), ("max_depth", "rate"), r)
+    depth = _count(value, ("limits", "max_depth"), r, low=0, eg=3)
+    raw, rate = value.get("rate"), DEFAULT_RATE
+    try:
+        if raw is not None and not isinstance(raw, str):
+            raise ValueError(f"rate must be text like 10/minute, got {_show(raw)}")
+        rate = rate if raw is None else Rate.parse(raw)
+        if rate.count > _MAX_COUNT:
+            raise ValueError(f"rate allows over {_MAX_COUNT} threads, got {raw!r}; write 10/minute")
+    except ValueError as exc:
+        fix = "" if ";" in str(exc) else "; write rate: 10/minute"
+        r.add(("limits", "rate"), f"limits.{exc}{fix}")  # Rate's message starts with "rate "
+    return Limits(rate=rate) if depth is None else Limits(depth, rate)
+
+
+def _check_hooks(value: Any, r: _Report) -> tuple[Hook, ...]:
+    if value is not None and not isinstance(value, list | tuple):
+        r.bad(("hooks",), "must be a list", value, f"start each hook with '- ' (see {EXAMPLE})")
+    if not isinstance(value, list | tuple):
+        return ()
+    hooks: list[Hook] = []
+    first: dict[str, int] = {}
+    for i, item in enumerate(value):
+        hook = _check_hook(item, ("hooks", i), r)
+        if hook is not None and hook.name in first:
+            taken = f"hook name {hook.name!r} is already used by hooks[{first[hook.name]}]"
+            r.add(("hooks", i, "name"), f"{taken}; give each hook its own name")
+        elif hook is not None:
+            first[hook.name] = i
+            hooks.append(hook)
+    return tuple(hooks)
+
+
+def _check_hook(item: Any, path: KeyPath, r: _Report) -> Hook | None:
+    if not isinstance(item, Mapping):
+        r.bad(path, "must be a mapping with a trigger and instructions", item, f"see {EXAMPLE}")
+        return None
+    before = len(r.problems)
+    _check_keys(item, path, _HOOK_KEYS, r)
+    name = _text(item, (*path, "name"), r, "write name: migration-failed")
+    trigger = _check_trigger(item, path, r)
+    fix = "write instructions: what the spawned thread should do"
+    instructions = _text(item, (*path, "instructions"), r, fix)
+    if item.get("instructions") is None:
+        r.add(path, f"{_where(path)} has no instructions; {fix}")
+    max_spawns = _count(item, (*path, "max_spawns"), r, low=1, eg=1)
+    if len(r.problems) > before or trigger is None or instructions is None:
+        return None
+    name = name or f"{trigger_kind(trigger)}-{int(path[-1]) + 1}"
+    return Hook(name, trigger, instructions, 1 if max_spawns is None else max_spawns)
+
+
+def _check_trigger(item: Mapping[str, Any], path: KeyPath, r: _Report) -> Trigger | None:
+    present = [k for k in _TRIGGERS if k in item]
+    if len(present) != 1:
+        many = f"has {len(present)} triggers ({', '.join(present)}); keep one per hook"
+        none = f"has no trigger; add one of {', '.join(_TRIGGERS)}"
+        r.add((*path, *present[1:2]), f"{_where(path)} {many if present else none}")
+        return None
+    kind = present[0]
+    check = {"on_exit": _check_on_exit, "on_output_match": _check_on_output_match}
+    return check.get(kind, _check_on_timeout)(item[kind], (*path, kind), r)
+
+
+def _check_on_exit(body: Any, path: KeyPath, r: _Report) -> OnExit | None:
+    codes = body.get("exit_codes") if isinstance(body, Mapping) else body
+    listed = ", ".join(re.findall(r"\d+", codes if isinstance(codes, str) else _show(codes))[:5])
+    if body is not None and not isinstance(body, Mapping):
+        fix = f"write on_exit: {{exit_codes: [{listed or 1}]}}, or on_exit: {{}} for any code"
+        r.bad(path, "must be a mapping", body, fix)
+        return None
+    if isinstance(body, Mapping):
+        _check_keys(body, path, ("exit_codes",), r)
+    path = (*path, "exit_codes")
+    if codes is None:
+        return OnExit()
+    if not isinstance(codes, list | tuple) or not all(_is_int(c) for c in codes):
+        r.bad(path, "must be a list of integers", codes, f"write exit_codes: [{listed or 1}]")
+    elif not codes:
+        r.bad(path, "must not be empty (the hook would never fire)", codes, "omit it for any code")
+    elif not all(0 <= c <= 255 for c in codes):
+        r.bad(path, "must hold exit codes from 0 to 255", codes, "drop the others")
+    else:
+        return OnExit(tuple(codes))
+    return None
+
+
+def _check_on_output_match(body: Any, path: KeyPath, r: _Report) -> OnOutputMatch | None:
+    if not isinstance(body, Mapping):
+        example = json.dumps(body if isinstance(body, str) else "deadlock detected")
+        r.bad(path, "must be a mapping", body, f"write on_output_match: {{pattern: {example}}}")
+        return None
+    _check_keys(body, path, ("pattern",), r)
+    path, pattern = (*path, "pattern"), body.get("pattern")
+    if not isinstance(pattern, str) or not pattern:
+        fix = "write pattern: 'deadlock detected'"
+        r.bad(path, "must be a non-empty regular expression", pattern, fix)
+        return None
+    try:
+        compile_pattern(pattern)
+    except ValueError as exc:
+        r.add(path, f"{_where(path)}: {exc}")
+        return None
+    return OnOutputMatch(pattern)
+
+
+def _check_on_timeout(body: Any, path: KeyPath, r: _Report) -> OnTimeout | None:
+    seconds: Any = body.get("seconds") if isinstance(body, Mapping) else body
+    if not isinstance(body, Mapping):
+        fix = f"write on_timeout: {{seconds: {seconds if _is_number(seconds) else 7200}}}"
+        r.bad(path, "must be a mapping", body, fix)
+        return None
+    _check_keys(body, path, ("seconds",), r)
+    if _is_number(seconds) and 0 < seconds <= _MAX_SECONDS:
+        return OnTimeout(float(seconds))
+    what = f"must be a number of seconds above 0 and at most {_MAX_SECONDS} (10 years)"
+    r.bad((*path, "seconds"), what, seconds, "write seconds: 7200")
+    return None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # YAML `yes` is a bool
+
+
+def _is_number(value: Any) -> bool:
+    return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
+
+
+def _dotted(path: KeyPath) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
+    return out
+
+
+def _where(path: KeyPath) -> str:
+    return _dotted(path) or "the top level"
+
+
+def _show(value: Any) -> str:
+    """A value as the file would spell it (JSON is close enough), cut short."""
+    if value is None:
+        return "nothing"
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (ValueError, TypeError, RecursionError):  # circular, or an int too long to print
+        text = type(value).__name__
+    return text if len(text) <= 60 else text[:57] + "..."
