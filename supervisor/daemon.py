@@ -1,6 +1,6 @@
 """The supervisor loop: watch run dirs, scan output, fire hooks, notice ends, arm timeouts.
 
-Event-driven throughout: watchfiles (inotify) for new output and exit records, a pidfd per
+Event-driven throughout: inotify for new output and exit records, a pidfd per
 process for a shim that dies without writing one, APScheduler date jobs for timeouts. The
 blocking work of one process runs in a worker thread, one process at a time.
 """
@@ -15,26 +15,35 @@ import signal
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 
 import anyio
 from anyio.abc import TaskGroup
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlmodel import col, select
-from watchfiles import awatch
 
 from state.db import Store
 from state.errors import SuperviseError
 from state.models import ProcessRow
 from state.paths import StatePaths
 from supervisor.daemonlock import DaemonLock
+from supervisor.inotify import (
+    IN_CLOSE_WRITE,
+    IN_CREATE,
+    IN_IGNORED,
+    IN_MODIFY,
+    IN_MOVED_TO,
+    IN_ONLYDIR,
+    IN_Q_OVERFLOW,
+    Event,
+    Inotify,
+)
 from supervisor.tracker import StepResult, Tracker
 
 log = logging.getLogger("supervise.daemon")
 
-WATCH_DEBOUNCE_MS = 100  # at most this long to batch a burst of writes
-WATCH_STEP_MS = 5  # a quiet gap this long ends a batch: a lone line is seen within ~10 ms
-READY_TIMEOUT_S = 10.0
+COALESCE_S = 0.001  # after a wake-up, let a burst of writes collapse into one event
+RUN_DIR_EVENTS = IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE
+QUIET_FILES = {"recorded", "spec.json"}  # our own writes: no news about the process
 
 
 class Daemon:
@@ -50,7 +59,10 @@ class Daemon:
         self.pending: dict[int, set[str]] = {}
         self.wake = anyio.Event()
         self.watch_scopes: dict[int, anyio.CancelScope] = {}
-        self.stop = anyio.Event()
+        self.inotify = Inotify()
+        self.runs_wd = -1
+        self.watched: dict[int, int] = {}  # process id -> watch descriptor
+        self.wd_pid: dict[int, int] = {}
         self.scheduler: AsyncIOScheduler | None = None
         self._tg: TaskGroup | None = None
 
@@ -69,15 +81,16 @@ class Daemon:
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
-                ready = anyio.Event()
-                tg.start_soon(self._watch, ready)
-                await self._await_watcher(ready)
+                # Watches are live when added: recovery's scan then misses nothing.
+                self._watch_runs()
                 await self._recover()
+                tg.start_soon(self._read_events)
                 tg.start_soon(self._work)
                 task_status.started()
                 log.info("daemon ready on %s (pid %d)", self.paths.home, os.getpid())
         finally:
             self.scheduler.shutdown(wait=False)
+            self.inotify.close()
 
     async def _recover(self) -> None:
         def load() -> list[int]:
@@ -90,45 +103,57 @@ class Daemon:
         ids = await anyio.to_thread.run_sync(load)
         log.info("recovering %d process(es) not known to have ended", len(ids))
         for pid in ids:
+            self._watch_dir(pid)
             self.enqueue(pid, "liveness")
 
     # -- watching files --------------------------------------------------------------------
 
-    async def _watch(self, ready: anyio.Event) -> None:
-        probe = self.paths.runs / f".probe-{os.getpid()}"
-        async for changes in awatch(
-            self.paths.runs,
-            watch_filter=None,
-            debounce=WATCH_DEBOUNCE_MS,
-            step=WATCH_STEP_MS,
-            stop_event=self.stop,
-            recursive=True,
-        ):
-            for _change, path in changes:
-                if not ready.is_set() and Path(path) == probe:
-                    ready.set()
-                    probe.unlink(missing_ok=True)
-                pid = self._process_of(path)
-                if pid is not None:
-                    self.enqueue(pid)
+    def _watch_runs(self) -> None:
+        self.runs_wd = self.inotify.add(str(self.paths.runs), IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)
 
-    def _process_of(self, path: str) -> int | None:
+    def _watch_dir(self, pid: int) -> None:
+        if pid in self.watched:
+            return
         try:
-            rel = Path(path).relative_to(self.paths.runs)
-        except ValueError:
-            return None
-        head = rel.parts[0] if rel.parts else ""
-        return int(head) if head.isdigit() else None
+            wd = self.inotify.add(str(self.paths.run_dir(pid)), RUN_DIR_EVENTS)
+        except OSError:
+            return  # not created yet: its IN_CREATE in runs/ brings us back
+        self.watched[pid] = wd
+        self.wd_pid[wd] = pid
 
-    async def _await_watcher(self, ready: anyio.Event) -> None:
-        # The watcher is live once it reports a file we touch; only then is a scan of the
-        # database sure to miss nothing (later changes will arrive as events).
-        probe = self.paths.runs / f".probe-{os.getpid()}"
-        with anyio.fail_after(READY_TIMEOUT_S):
-            while not ready.is_set():
-                probe.write_text(str(time.time()))
-                with anyio.move_on_after(0.05):
-                    await ready.wait()
+    def _unwatch_dir(self, pid: int) -> None:
+        wd = self.watched.pop(pid, None)
+        if wd is not None:
+            self.wd_pid.pop(wd, None)
+            self.inotify.remove(wd)
+
+    async def _read_events(self) -> None:
+        while True:
+            await anyio.wait_readable(self.inotify.fd)
+            for ev in self.inotify.read():
+                self._on_event(ev)
+            # Let a burst of writes collapse: the kernel merges identical unread events.
+            await anyio.sleep(COALESCE_S)
+
+    def _on_event(self, ev: Event) -> None:
+        if ev.mask & IN_Q_OVERFLOW:
+            log.warning("inotify queue overflowed; rescanning every tracked process")
+            for pid in list(self.watched):
+                self.enqueue(pid)
+            return
+        if ev.wd == self.runs_wd:
+            if ev.name.isdigit():
+                self._watch_dir(int(ev.name))
+                self.enqueue(int(ev.name))
+            return
+        owner = self.wd_pid.get(ev.wd)
+        if owner is None:
+            return
+        if ev.mask & IN_IGNORED:
+            self.watched.pop(owner, None)
+            self.wd_pid.pop(ev.wd, None)
+        elif ev.name not in QUIET_FILES and not ev.name.endswith(".tmp"):
+            self.enqueue(owner)
 
     # -- the worker ------------------------------------------------------------------------
 
@@ -178,6 +203,7 @@ class Daemon:
 
     def _forget(self, pid: int) -> None:
         self.trackers.pop(pid, None)
+        self._unwatch_dir(pid)
         scope = self.watch_scopes.pop(pid, None)
         if scope is not None:
             scope.cancel()
@@ -256,7 +282,6 @@ def run_daemon(paths: StatePaths) -> int:
                         "received %s; stopping (supervised processes keep running)",
                         signal.Signals(signum).name,
                     )
-                    daemon.stop.set()
                     tg.cancel_scope.cancel()
                     break
 

@@ -14,7 +14,9 @@ import difflib
 import json
 import math
 import re
+from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,6 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from state.errors import HookFileError
 from supervisor.hookspec import (
-    DEFAULT_RATE,
     Hook,
     HookFile,
     Limits,
@@ -44,6 +45,7 @@ _MAX_SECONDS = 10 * 365 * 86400
 _TOP_KEYS = ("purpose", "context", "hooks", "agent", "limits")
 _TRIGGERS = ("on_exit", "on_output_match", "on_timeout")
 _HOOK_KEYS = ("name", *_TRIGGERS, "instructions", "max_spawns")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _LOOKAROUND = re.compile(r"\(\?<?[=!]|\\[1-9]")
 
 # Tabs (JSON whitespace) YAML refuses; NEL, LS, PS (allowed in JSON strings) YAML counts as
@@ -105,8 +107,7 @@ def parse_hook_text(text: str, filename: str) -> HookFile:
         line = composer.lines.get(path, 1)
         return line, f"{filename}:{line}"
 
-    report = _Report(locate, composer.problems)
-    return _validate(data, report, (filename,))
+    return _validate(data, _Report(locate, composer.problems), (filename,))
 
 
 def load_hook_mapping(data: Mapping[str, Any], where: str) -> HookFile:
@@ -230,13 +231,10 @@ def _read_yaml(text: str, filename: str) -> tuple[Any, _Composer]:
         raise _Abort(
             f"{filename}:{line}: invalid YAML: {what}; {fix} near column {column}"
         ) from None
-    except yaml.reader.ReaderError as exc:  # a character YAML forbids, found before parsing
-        line = text.count("\n", 0, exc.position) + 1
-        char = exc.character
-        what = f"character #x{char:04x} is not allowed" if isinstance(char, int) else exc.reason
-        raise _Abort(f"{filename}:{line}: invalid YAML: {what}; remove it") from None
-    except yaml.YAMLError as exc:
-        raise _Abort(f"{filename}:1: invalid YAML: {exc}; fix the syntax") from None
+    except yaml.YAMLError as exc:  # ReaderError: a character YAML forbids; it has no mark
+        line = text.count("\n", 0, getattr(exc, "position", 0)) + 1
+        what = str(exc).splitlines()[0]
+        raise _Abort(f"{filename}:{line}: invalid YAML: {what}; remove that character") from None
     if root is None:  # only comments
         raise _Abort(f"{filename}:1: hook file is empty; see {EXAMPLE}")
     composer = _Composer(filename)
@@ -279,16 +277,12 @@ def _read_json(text: str, filename: str) -> tuple[Any, _Composer]:
 # Validation: plain values -> HookFile, or every problem found.
 
 
+@dataclass
 class _Report:
     """Problems found so far, each located by key path and sorted by line at the end."""
 
-    def __init__(
-        self,
-        locate: Callable[[KeyPath], tuple[int, str]],
-        problems: list[tuple[int, str]] | None = None,
-    ) -> None:
-        self.locate = locate
-        self.problems = list(problems or [])
+    locate: Callable[[KeyPath], tuple[int, str]]  # key path -> (line, "FILE:LINE")
+    problems: list[tuple[int, str]] = field(default_factory=list)
 
     def add(self, path: KeyPath, message: str) -> None:
         line, where = self.locate(path)
@@ -300,7 +294,9 @@ class _Report:
 
     def check(self) -> None:
         if self.problems:
-            raise HookFileError([text for _, text in sorted(self.problems, key=lambda p: p[0])])
+            ordered = [text for _, text in sorted(self.problems, key=lambda p: p[0])]
+            # A message quoting a lone surrogate could not even be printed: show it escaped.
+            raise HookFileError([t.encode(errors="backslashreplace").decode() for t in ordered])
 
 
 def _validate(data: Any, r: _Report, sources: tuple[str, ...]) -> HookFile:
@@ -308,6 +304,7 @@ def _validate(data: Any, r: _Report, sources: tuple[str, ...]) -> HookFile:
         got = "is empty" if data is None else f"must be a mapping, got {_show(data)}"
         r.add((), f"hook file {got}; see {EXAMPLE}")
         r.check()
+    _check_surrogates(data, r)
     _check_keys(data, (), _TOP_KEYS, r)
     purpose = _text(data, ("purpose",), r, "write purpose: what the process is for")
     context = _mapping(data, "context", r, "write context: {related_files: [a.py]}")
@@ -320,6 +317,21 @@ def _validate(data: Any, r: _Report, sources: tuple[str, ...]) -> HookFile:
     hooks = _check_hooks(data.get("hooks"), r)
     r.check()
     return HookFile(hooks, purpose, context, limits, agent, sources)
+
+
+def _check_surrogates(data: Mapping[str, Any], r: _Report) -> None:
+    """Refuse lone surrogates (`"\\ud800"` escapes): not text, so SQLite would refuse them later."""
+    seen: set[int] = set()  # inline mappings from Python code could be cyclic
+    todo: deque[tuple[KeyPath, Any]] = deque([((), data)])
+    while todo:  # a loop, not recursion: the data may nest as deep as the parser allowed
+        path, value = todo.popleft()
+        if isinstance(value, str) and _SURROGATE.search(value):
+            r.add(path, f"{_where(path)} holds a lone surrogate escape; write the character itself")
+        elif isinstance(value, Mapping | list | tuple) and id(value) not in seen:
+            seen.add(id(value))
+            items = value.items() if isinstance(value, Mapping) else enumerate(value)
+            todo.extend([((*path, k), v) for k, v in items])
+            todo.extend([(path, k) for k in value if isinstance(value, Mapping)])
 
 
 def _check_keys(data: Mapping[Any, Any], path: KeyPath, known: tuple[str, ...], r: _Report) -> None:
@@ -363,7 +375,7 @@ def _check_limits(value: Any, r: _Report) -> Limits:
         return Limits()
     _check_keys(value, ("limits",), ("max_depth", "rate"), r)
     depth = _count(value, ("limits", "max_depth"), r, low=0, eg=3)
-    raw, rate = value.get("rate"), DEFAULT_RATE
+    raw, rate = value.get("rate"), Limits().rate
     try:
         if raw is not None and not isinstance(raw, str):
             raise ValueError(f"rate must be text like 10/minute, got {_show(raw)}")
