@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import re2
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
@@ -36,6 +35,7 @@ from supervisor.hookspec import (
     Trigger,
     trigger_kind,
 )
+from supervisor.matching import compile_pattern
 
 EXAMPLE = "configs/examples/migrate.yaml"
 EXTENSIONS = (".yaml", ".yml", ".json")
@@ -46,7 +46,6 @@ _TOP_KEYS = ("purpose", "context", "hooks", "agent", "limits")
 _TRIGGERS = ("on_exit", "on_output_match", "on_timeout")
 _HOOK_KEYS = ("name", *_TRIGGERS, "instructions", "max_spawns")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_LOOKAROUND = re.compile(r"\(\?<?[=!]|\\[1-9]")
 
 # Tabs (JSON whitespace) YAML refuses; NEL, LS, PS (allowed in JSON strings) YAML counts as
 # line breaks. Spaces keep JSON's line numbers.
@@ -121,28 +120,6 @@ def load_hook_mapping(data: Mapping[str, Any], where: str) -> HookFile:
         HookFileError: listing every problem, each as `WHERE: what; how to fix it`.
     """
     return _validate(data, _Report(lambda _path: (0, where)), (where,))
-
-
-def compile_pattern(pattern: str) -> object:
-    """Compile an on_output_match pattern with RE2, as the matcher will.
-
-    Raises:
-        ValueError: with RE2's reason and how to fix the pattern.
-    """
-    options = re2.Options()
-    options.log_errors = False  # the reason goes into our message, not to stderr
-    try:
-        return re2.compile(pattern.encode(), options)
-    except UnicodeEncodeError:
-        reason = "it contains a lone surrogate, which is not text"
-    except re2.error as exc:
-        arg = exc.args[0] if exc.args else exc
-        reason = arg.decode(errors="replace") if isinstance(arg, bytes) else str(arg)
-    if _LOOKAROUND.search(pattern):
-        fix = "RE2 has no lookaround or backreferences; rewrite the pattern without them"
-    else:
-        fix = "fix the pattern (RE2 syntax: https://github.com/google/re2/wiki/Syntax)"
-    raise ValueError(f"pattern {pattern!r} does not compile with RE2 ({reason}); {fix}")
 
 
 def _check_extension(filename: str) -> None:

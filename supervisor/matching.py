@@ -8,6 +8,7 @@ in one pass, which patterns match anywhere; only those are scanned for positions
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,8 @@ import re2
 from supervisor.tailing import MAX_LINE
 
 _SET_ABOVE = 8
+_LINE_MODE = "(?m)"
+_LOOKAROUND = re.compile(r"\(\?<?[=!]|\\[1-9]")
 
 
 def _options() -> Any:
@@ -25,20 +28,30 @@ def _options() -> Any:
     return opts
 
 
+def _line_mode(pattern: str) -> bytes:
+    # A prefix, not a wrapping group: `(?m:a)|(b)` would accept `a)|(b`, which is no pattern.
+    return (_LINE_MODE + pattern).encode()
+
+
 def compile_pattern(pattern: str) -> Any:
-    """Compile a hook pattern in line mode (`^`/`$` at each line).
+    """Compile a hook pattern with RE2 in line mode (`^`/`$` at each line).
 
     Raises:
         ValueError: with RE2's reason and how to fix the pattern.
     """
     try:
-        return re2.compile(f"(?m:{pattern})".encode(), _options())
+        return re2.compile(_line_mode(pattern), _options())
+    except UnicodeEncodeError:
+        reason = "it contains a lone surrogate, which is not text"
     except re2.error as exc:
-        reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
-        raise ValueError(
-            f"pattern {pattern!r} does not compile with RE2 ({reason}); RE2 has no "
-            "lookaround or backreferences: rewrite the pattern without them"
-        ) from exc
+        arg = exc.args[0] if exc.args else exc
+        reason = arg.decode(errors="replace") if isinstance(arg, bytes) else str(arg)
+        reason = reason.replace(_LINE_MODE, "", 1)  # RE2 quotes our prefix; the user wrote none
+    if _LOOKAROUND.search(pattern):
+        fix = "RE2 has no lookaround or backreferences; rewrite the pattern without them"
+    else:
+        fix = "fix the pattern (RE2 syntax: https://github.com/google/re2/wiki/Syntax)"
+    raise ValueError(f"pattern {pattern!r} does not compile with RE2 ({reason}); {fix}")
 
 
 @dataclass(frozen=True)
@@ -61,7 +74,7 @@ class Matcher:
             try:
                 s = re2.Set.SearchSet(_options())
                 for p in self.patterns:
-                    s.Add(f"(?m:{p})".encode())
+                    s.Add(_line_mode(p))
                 s.Compile()
                 self._set = s
             except Exception:  # the set may exceed RE2's memory budget: scan each then

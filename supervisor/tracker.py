@@ -26,6 +26,7 @@ from supervisor.tailing import Lines, TailPos, read_lines, tail_lines
 
 log = logging.getLogger("supervise.daemon")
 
+SAVE_EVERY = 64 * 1024 * 1024  # bytes scanned without a fire before the offset is saved anyway
 STARTING_GRACE_S = 60.0  # a row still "starting" after this, with no shim, was never launched
 
 
@@ -67,6 +68,7 @@ class Tracker:
         self.boot_id = row.boot_id
         self.pos = TailPos(row.log_offset, row.log_inode, row.log_head, row.log_skipping)
         self.archived = row.log_archived
+        self.saved_offset = row.log_offset
         self.match_hooks = [h for h in self.hooks.hooks if isinstance(h.trigger, OnOutputMatch)]
         self.matcher = Matcher(
             [h.trigger.pattern for h in self.match_hooks if isinstance(h.trigger, OnOutputMatch)]
@@ -164,25 +166,35 @@ class Tracker:
                     hook, f"{self.id}:{hook.name}:@{base + lines.start + m.start}", now, text, facts
                 )
             )
-        new_pos, old_offset = lines.pos, self.pos.offset
+        self.pos, self.archived = lines.pos, base
+        # The offset must commit with the fires it produced; alone it may wait: a crash
+        # before it is saved only rescans output that fired nothing.
+        if events or lines.restarted or self.pos.offset - self.saved_offset >= SAVE_EVERY:
+            self._commit(events, res)
 
-        def update(row: ProcessRow) -> None:
-            row.log_offset, row.log_inode, row.log_head = (
-                new_pos.offset,
-                new_pos.inode,
-                new_pos.head,
-            )
-            row.log_skipping, row.log_archived = new_pos.skipping, base
+    def _commit(
+        self,
+        events: list[FireEvent],
+        res: StepResult,
+        update: Callable[[ProcessRow], None] | None = None,
+    ) -> None:
+        pos, archived = self.pos, self.archived
+
+        def apply(row: ProcessRow) -> None:
+            row.log_offset, row.log_inode, row.log_head = pos.offset, pos.inode, pos.head
+            row.log_skipping, row.log_archived = pos.skipping, archived
+            if update is not None:
+                update(row)
 
         outcomes, self.counters = commit_fires(
             self.store,
             self.id,
             events,
             limits=self.hooks.limits,
-            expect_offset=old_offset,
-            update=update,
+            expect_offset=self.saved_offset,
+            update=apply,
         )
-        self.pos, self.archived = new_pos, base
+        self.saved_offset = pos.offset
         res.outcomes += outcomes
 
     def _exited(self, record: ExitRecord, res: StepResult) -> None:
@@ -240,15 +252,7 @@ class Tracker:
     def _settle(
         self, events: list[FireEvent], update: Callable[[ProcessRow], None], res: StepResult
     ) -> None:
-        outcomes, self.counters = commit_fires(
-            self.store,
-            self.id,
-            events,
-            limits=self.hooks.limits,
-            expect_offset=self.pos.offset,
-            update=update,
-        )
-        res.outcomes += outcomes
+        self._commit(events, res, update)
         res.ended = True
         with contextlib.suppress(OSError):  # only a convenience for an attached `run`
             self.run.recorded.touch()
@@ -281,12 +285,4 @@ class Tracker:
                     )
                 )
         if events:
-            outcomes, self.counters = commit_fires(
-                self.store,
-                self.id,
-                events,
-                limits=self.hooks.limits,
-                expect_offset=self.pos.offset,
-                update=lambda row: None,
-            )
-            res.outcomes += outcomes
+            self._commit(events, res)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from state.errors import HookFileError
 from supervisor import hookfile
-from supervisor.hookfile import compile_pattern, load_hook_file, load_hook_mapping, parse_hook_text
+from supervisor.hookfile import load_hook_file, load_hook_mapping, parse_hook_text
 from supervisor.hookspec import (
     DEFAULT_RATE,
     Hook,
@@ -26,6 +26,7 @@ from supervisor.hookspec import (
     OnTimeout,
     Rate,
 )
+from supervisor.matching import compile_pattern
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "configs" / "examples"
