@@ -12,17 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import col, select
-
-from state.db import Store
 from state.errors import HookFileError, SuperviseError, UserError
-from state.models import FireRow, ProcessRow, ThreadRow
 from state.paths import StatePaths, state_paths
+from state.reader import Reader, Row
 from supervisor import views
 from supervisor.daemonlock import running_pid
 from supervisor.follow import follow_output, wait_for_file
 from supervisor.hookspec import HookFile
-from supervisor.launch import LaunchRequest, launch
 from supervisor.rundir import RunDir
 from supervisor.stopping import parse_signal, stop_process
 
@@ -201,7 +197,12 @@ def cmd_run(args: argparse.Namespace, paths: StatePaths) -> int:
     hooks = load_hooks([*args.hook, *trailing])
     extra_env = _parse_env(args.env)
     cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
-    store = _store(paths)
+    # Imported here: SQLModel costs ~0.4 s of start-up that read-only commands skip.
+    from state.db import Store
+    from supervisor.launch import LaunchRequest, launch
+
+    paths.ensure()
+    store = Store(paths.db)
     req = LaunchRequest(
         argv=cmd,
         cwd=cwd,
@@ -221,41 +222,39 @@ def cmd_run(args: argparse.Namespace, paths: StatePaths) -> int:
                 f"supervise logs {row.id} -f to follow"
             )
         return 0
-    return _attach(store, paths, row)
-
-
-def _attach(store: Store, paths: StatePaths, row: ProcessRow) -> int:
     assert row.id is not None
-    run = RunDir(paths.run_dir(row.id))
+    return _attach(paths, row.id, (row.shim_pid, row.shim_started))
+
+
+def _attach(paths: StatePaths, pid: int, shim: tuple[int | None, float | None]) -> int:
+    run = RunDir(paths.run_dir(pid))
     try:
-        record = follow_output(run, sys.stdout.buffer, shim=(row.shim_pid, row.shim_started))
+        record = follow_output(run, sys.stdout.buffer, shim=shim)
     except KeyboardInterrupt:
         _err(
-            f"\nsupervise: detached; process {row.id} keeps running "
-            f"(supervise logs {row.id} -f to follow, supervise stop {row.id} to stop)"
+            f"\nsupervise: detached; process {pid} keeps running "
+            f"(supervise logs {pid} -f to follow, supervise stop {pid} to stop)"
         )
         return 130
     if not wait_for_file(run.recorded, RECORD_WAIT_S):
         _err(
-            f"supervise: the daemon has not recorded the end of process {row.id} yet "
+            f"supervise: the daemon has not recorded the end of process {pid} yet "
             f"(is it running? see {paths.daemon_log}); its hooks fire when it does"
         )
-    _report_threads(store, row.id)
+    _report_threads(paths, pid)
     if record is None:
-        _err(f"supervise: process {row.id} was lost (its shim vanished without an exit record)")
+        _err(f"supervise: process {pid} was lost (its shim vanished without an exit record)")
         return 1
     if record.signal:
-        _err(f"supervise: process {row.id} was killed by {record.signal}")
+        _err(f"supervise: process {pid} was killed by {record.signal}")
     return record.exit_code
 
 
-def _report_threads(store: Store, process_id: int) -> None:
-    with store.read() as s:
-        threads = s.exec(select(ThreadRow).where(ThreadRow.process_id == process_id)).all()
-    for t in threads:
+def _report_threads(paths: StatePaths, process_id: int) -> None:
+    for t in Reader(paths.db).threads(process_id):
         _err(
-            f"supervise: hook {t.hook} ({t.trigger}) spawned thread t{t.id} [{t.status}]; "
-            f"supervise thread show t{t.id}"
+            f"supervise: hook {t['hook']} ({t['trigger']}) spawned thread t{t['id']} "
+            f"[{t['status']}]; supervise thread show t{t['id']}"
         )
 
 
@@ -263,10 +262,8 @@ def _report_threads(store: Store, process_id: int) -> None:
 
 
 def cmd_ps(args: argparse.Namespace, paths: StatePaths) -> int:
-    store = _store(paths)
-    with store.read() as s:
-        procs = s.exec(select(ProcessRow).order_by(col(ProcessRow.id))).all()
-        threads = s.exec(select(ThreadRow).order_by(col(ThreadRow.id))).all()
+    reader = _reader(paths)
+    procs, threads = reader.processes(), reader.threads()
     if args.json:
         print(
             json.dumps(
@@ -284,7 +281,7 @@ def cmd_ps(args: argparse.Namespace, paths: StatePaths) -> int:
     print("\nTHREADS")
     print(views.thread_table(threads, now) if threads else "(none)")
     if running_pid(paths.daemon_pid) is None and any(
-        p.state in ("starting", "running") for p in procs
+        p["state"] in ("starting", "running") for p in procs
     ):
         _err(
             "supervise: no daemon is running, so states may be stale and hooks wait; "
@@ -293,17 +290,15 @@ def cmd_ps(args: argparse.Namespace, paths: StatePaths) -> int:
     return 0
 
 
-def _process(store: Store, process_id: int) -> ProcessRow:
-    with store.read() as s:
-        row = s.get(ProcessRow, process_id)
+def _process(paths: StatePaths, process_id: int) -> Row:
+    row = _reader(paths).process(process_id)
     if row is None:
         raise UserError(f"no process {process_id}; `supervise ps` lists them")
     return row
 
 
 def cmd_logs(args: argparse.Namespace, paths: StatePaths) -> int:
-    store = _store(paths)
-    row = _process(store, args.id)
+    row = _process(paths, args.id)
     run = RunDir(paths.run_dir(args.id))
     out = sys.stdout.buffer
     offset = 0
@@ -319,7 +314,7 @@ def cmd_logs(args: argparse.Namespace, paths: StatePaths) -> int:
         offset = size
     if args.follow:
         try:
-            follow_output(run, out, offset=offset, shim=(row.shim_pid, row.shim_started))
+            follow_output(run, out, offset=offset, shim=(row["shim_pid"], row["shim_started"]))
         except KeyboardInterrupt:
             return 0
     elif args.lines is None:
@@ -338,9 +333,7 @@ def _thread_id(text: str) -> int:
 
 
 def cmd_thread(args: argparse.Namespace, paths: StatePaths) -> int:
-    store = _store(paths)
-    with store.read() as s:
-        t = s.get(ThreadRow, _thread_id(args.id))
+    t = _reader(paths).thread(_thread_id(args.id))
     if t is None:
         raise UserError(f"no thread {args.id}; `supervise ps` lists them")
     print(
@@ -350,8 +343,7 @@ def cmd_thread(args: argparse.Namespace, paths: StatePaths) -> int:
 
 
 def cmd_stop(args: argparse.Namespace, paths: StatePaths) -> int:
-    store = _store(paths)
-    row = _process(store, args.id)
+    row = _process(paths, args.id)
     report = stop_process(
         row,
         RunDir(paths.run_dir(args.id)),
@@ -372,12 +364,7 @@ def cmd_stop(args: argparse.Namespace, paths: StatePaths) -> int:
 
 
 def cmd_fires(args: argparse.Namespace, paths: StatePaths) -> int:
-    store = _store(paths)
-    with store.read() as s:
-        q = select(FireRow).order_by(col(FireRow.id))
-        if args.process is not None:
-            q = q.where(FireRow.process_id == args.process)
-        fires = s.exec(q).all()
+    fires = _reader(paths).fires(args.process)
     if args.json:
         print(json.dumps([views.fire_json(f) for f in fires], indent=1))
     else:
@@ -411,9 +398,9 @@ def cmd_daemon(_args: argparse.Namespace, paths: StatePaths) -> int:
     return run_daemon(paths)
 
 
-def _store(paths: StatePaths) -> Store:
+def _reader(paths: StatePaths) -> Reader:
     paths.ensure()
-    return Store(paths.db)
+    return Reader(paths.db)
 
 
 def _err(msg: str) -> None:

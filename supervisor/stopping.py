@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from state.errors import SuperviseError, UserError
-from state.models import ProcessRow
+from state.reader import Row
 from supervisor.identity import is_same
 from supervisor.rundir import ExitRecord, RunDir
 
@@ -53,7 +53,7 @@ def _wait_gone(pid: int, seconds: float) -> bool:
 
 
 def stop_process(
-    row: ProcessRow,
+    row: Row,
     run: RunDir,
     *,
     sig: signal.Signals = signal.SIGTERM,
@@ -67,17 +67,18 @@ def stop_process(
     """
     if grace < 0:
         raise UserError(f"--grace must be 0 or more seconds, got {grace:g}")
-    pid = row.pid or run.read_pid("child")
-    if row.state not in ("running", "starting") or pid is None or not is_same(pid, row.pid_started):
+    pid = row["pid"] or run.read_pid("child")
+    started = row["pid_started"]
+    if row["state"] not in ("running", "starting") or pid is None or not is_same(pid, started):
         raise SuperviseError(
-            f"process {row.id} is not running (state {row.state}); nothing to stop"
+            f"process {row['id']} is not running (state {row['state']}); nothing to stop"
         )
     sent = []
-    say(f"sending {sig.name} to process {row.id} (pid {pid}) and its process group")
+    say(f"sending {sig.name} to process {row['id']} (pid {pid}) and its process group")
     os.killpg(pid, sig)
     sent.append(sig.name)
     gone = _wait_gone(pid, grace)
-    if not gone and sig != signal.SIGKILL and is_same(pid, row.pid_started):
+    if not gone and sig != signal.SIGKILL and is_same(pid, started):
         say(f"still running after {grace:g}s; sending SIGKILL")
         os.killpg(pid, signal.SIGKILL)
         sent.append("SIGKILL")

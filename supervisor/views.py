@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent_threads.spawn import format_runtime
-from state.models import FireRow, ProcessRow, ThreadRow
+from state.reader import Row
 
 
 def iso(ts: float | None) -> str | None:
@@ -23,54 +23,54 @@ def thread_ref(thread_id: int | None) -> str | None:
     return None if thread_id is None else f"t{thread_id}"
 
 
-def process_json(p: ProcessRow) -> dict[str, Any]:
+def process_json(p: Row) -> dict[str, Any]:
     return {
-        "id": p.id,
-        "name": p.name,
-        "command": p.command,
-        "argv": json.loads(p.argv),
-        "cwd": p.cwd,
-        "pid": p.pid,
-        "state": "running" if p.state == "starting" else p.state,
-        "exit_code": p.exit_code,
-        "signal": p.signal,
-        "result": p.result,
-        "started_at": iso(p.started_at),
-        "ended_at": iso(p.ended_at),
-        "depth": p.depth,
-        "parent_thread": thread_ref(p.parent_thread_id),
+        "id": p["id"],
+        "name": p["name"],
+        "command": p["command"],
+        "argv": json.loads(p["argv"]),
+        "cwd": p["cwd"],
+        "pid": p["pid"],
+        "state": "running" if p["state"] == "starting" else p["state"],
+        "exit_code": p["exit_code"],
+        "signal": p["signal"],
+        "result": p["result"],
+        "started_at": iso(p["started_at"]),
+        "ended_at": iso(p["ended_at"]),
+        "depth": p["depth"],
+        "parent_thread": thread_ref(p["parent_thread_id"]),
     }
 
 
-def thread_json(t: ThreadRow, *, full: bool = False) -> dict[str, Any]:
+def thread_json(t: Row, *, full: bool = False) -> dict[str, Any]:
     data: dict[str, Any] = {
-        "id": thread_ref(t.id),
-        "process_id": t.process_id,
-        "hook": t.hook,
-        "trigger": t.trigger,
-        "depth": t.depth,
-        "status": t.status,
-        "created_at": iso(t.created_at),
-        "not_before": iso(t.not_before),
+        "id": thread_ref(t["id"]),
+        "process_id": t["process_id"],
+        "hook": t["hook"],
+        "trigger": t["trigger"],
+        "depth": t["depth"],
+        "status": t["status"],
+        "created_at": iso(t["created_at"]),
+        "not_before": iso(t["not_before"]),
     }
     if full:
-        data["prompt"] = t.prompt
+        data["prompt"] = t["prompt"]
         data["entries"] = []
     return data
 
 
-def fire_json(f: FireRow) -> dict[str, Any]:
+def fire_json(f: Row) -> dict[str, Any]:
     return {
-        "id": f.id,
-        "process_id": f.process_id,
-        "hook": f.hook,
-        "trigger": f.trigger,
-        "at": iso(f.at),
-        "detail": f.detail,
-        "exit_code": f.exit_code,
-        "spawned": f.spawned,
-        "reason": f.reason,
-        "thread_id": thread_ref(f.thread_id),
+        "id": f["id"],
+        "process_id": f["process_id"],
+        "hook": f["hook"],
+        "trigger": f["trigger"],
+        "at": iso(f["at"]),
+        "detail": f["detail"],
+        "exit_code": f["exit_code"],
+        "spawned": bool(f["spawned"]),
+        "reason": f["reason"],
+        "thread_id": thread_ref(f["thread_id"]),
     }
 
 
@@ -87,80 +87,82 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def process_table(rows: Sequence[ProcessRow], now: float) -> str:
+def process_table(rows: Sequence[Row], now: float) -> str:
     body = []
     for p in rows:
-        end = p.ended_at if p.ended_at is not None else now
-        code = "-" if p.exit_code is None else str(p.exit_code)
-        if p.signal:
-            code = f"{code} ({p.signal})"
-        state = "running" if p.state == "starting" else p.state
+        end = p["ended_at"] if p["ended_at"] is not None else now
+        code = "-" if p["exit_code"] is None else str(p["exit_code"])
+        if p["signal"]:
+            code = f"{code} ({p['signal']})"
+        state = "running" if p["state"] == "starting" else p["state"]
         body.append(
             [
-                str(p.id),
-                _clip(p.name, 20),
+                str(p["id"]),
+                _clip(p["name"], 20),
                 state,
-                str(p.pid or "-"),
+                str(p["pid"] or "-"),
                 code,
-                local(p.started_at),
-                format_runtime(end - p.started_at),
-                str(p.depth),
-                _clip(p.command, 60),
+                local(p["started_at"]),
+                format_runtime(end - p["started_at"]),
+                str(p["depth"]),
+                _clip(p["command"], 60),
             ]
         )
     headers = ["ID", "NAME", "STATE", "PID", "EXIT", "STARTED", "RUNTIME", "DEPTH", "COMMAND"]
     return table(headers, body)
 
 
-def thread_table(rows: Sequence[ThreadRow], now: float) -> str:
+def thread_table(rows: Sequence[Row], now: float) -> str:
     body = []
     for t in rows:
-        status = t.status
-        if status == "queued" and t.not_before > now + 0.5:
-            status = f"queued until {local(t.not_before)}"
+        status = t["status"]
+        if status == "queued" and t["not_before"] > now + 0.5:
+            status = f"queued until {local(t['not_before'])}"
         body.append(
             [
-                thread_ref(t.id) or "",
-                str(t.process_id or "-"),
-                t.hook or "-",
-                t.trigger,
-                str(t.depth),
+                thread_ref(t["id"]) or "",
+                str(t["process_id"] or "-"),
+                t["hook"] or "-",
+                t["trigger"],
+                str(t["depth"]),
                 status,
-                local(t.created_at),
+                local(t["created_at"]),
             ]
         )
     return table(["ID", "PROCESS", "HOOK", "TRIGGER", "DEPTH", "STATUS", "CREATED"], body)
 
 
-def fire_table(rows: Sequence[FireRow]) -> str:
+def fire_table(rows: Sequence[Row]) -> str:
     body = []
     for f in rows:
-        outcome = f"spawned {thread_ref(f.thread_id)}" if f.spawned else f"refused: {f.reason}"
+        outcome = (
+            f"spawned {thread_ref(f['thread_id'])}" if f["spawned"] else f"refused: {f['reason']}"
+        )
         body.append(
             [
-                str(f.id),
-                str(f.process_id),
-                f.hook,
-                f.trigger,
-                local(f.at),
+                str(f["id"]),
+                str(f["process_id"]),
+                f["hook"],
+                f["trigger"],
+                local(f["at"]),
                 outcome,
-                _clip(f.detail, 60),
+                _clip(f["detail"], 60),
             ]
         )
     return table(["ID", "PROCESS", "HOOK", "TRIGGER", "AT", "OUTCOME", "DETAIL"], body)
 
 
-def thread_text(t: ThreadRow) -> str:
+def thread_text(t: Row) -> str:
     head = [
-        f"thread {thread_ref(t.id)}  status {t.status}  depth {t.depth}",
-        f"process {t.process_id}  hook {t.hook}  trigger {t.trigger}",
-        f"created {iso(t.created_at)}  not before {iso(t.not_before)}",
+        f"thread {thread_ref(t['id'])}  status {t['status']}  depth {t['depth']}",
+        f"process {t['process_id']}  hook {t['hook']}  trigger {t['trigger']}",
+        f"created {iso(t['created_at'])}  not before {iso(t['not_before'])}",
         "",
         "--- prompt ---",
-        t.prompt.rstrip("\n"),
+        t["prompt"].rstrip("\n"),
         "--- transcript ---",
         "(no entries yet: the agent loop that runs queued threads is not built yet)"
-        if t.status == "queued"
+        if t["status"] == "queued"
         else "(no entries)",
     ]
     return "\n".join(head)

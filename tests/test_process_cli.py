@@ -188,7 +188,7 @@ def test_second_daemon_refuses(env: Env, daemon: Daemon) -> None:
 
 
 def test_state_dir_is_private(env: Env) -> None:
-    env.cli("ps", check=True)
+    env.cli("run", "--", "true", check=True)
     assert (env.home.stat().st_mode & 0o777) == 0o700
     assert ((env.home / "state.db").stat().st_mode & 0o777) == 0o600
 
