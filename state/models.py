@@ -51,6 +51,7 @@ class ProcessRow(SQLModel, table=True):
     log_head: str | None = None
     log_skipping: bool = False
     log_archived: int = 0
+    log_punched: int = 0  # output.log's head up to here was freed (copied to output.log.1)
 
 
 class HookCounter(SQLModel, table=True):

@@ -301,14 +301,17 @@ def cmd_logs(args: argparse.Namespace, paths: StatePaths) -> int:
     row = _process(paths, args.id)
     run = RunDir(paths.run_dir(args.id))
     out = sys.stdout.buffer
-    offset = 0
+    # Output past max_log_bytes was moved to output.log.1; its place in output.log is a hole.
+    offset = row["log_punched"] or 0
+    if offset and args.lines is None:
+        _err(f"supervise: the first {offset} bytes of output are in {run.archive} (max_log_bytes)")
     size = run.output.stat().st_size if run.output.exists() else 0
     if args.lines is not None:
         if args.lines < 0:
             raise UserError(f"-n must be 0 or more, got {args.lines}")
         from supervisor.tailing import tail_lines
 
-        for line in tail_lines(run.output, size, args.lines) if args.lines else []:
+        for line in tail_lines(run.output, size, args.lines, floor=offset) if args.lines else []:
             out.write(line.encode() + b"\n")
         out.flush()
         offset = size
@@ -319,6 +322,7 @@ def cmd_logs(args: argparse.Namespace, paths: StatePaths) -> int:
             return 0
     elif args.lines is None:
         with open(run.output, "rb") as f:
+            f.seek(offset)
             while chunk := f.read(1 << 16):
                 out.write(chunk)
         out.flush()

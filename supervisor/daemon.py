@@ -37,6 +37,7 @@ from supervisor.inotify import (
     Event,
     Inotify,
 )
+from supervisor.logcap import max_log_bytes
 from supervisor.tracker import StepResult, Tracker
 
 log = logging.getLogger("supervise.daemon")
@@ -56,6 +57,7 @@ class Daemon:
         self.store = store
         self.clock = clock
         self.trackers: dict[int, Tracker] = {}
+        self.max_log_bytes = max_log_bytes()
         self.pending: dict[int, set[str]] = {}
         self.wake = anyio.Event()
         self.watch_scopes: dict[int, anyio.CancelScope] = {}
@@ -180,7 +182,7 @@ class Daemon:
                 return None
             try:
                 tracker = self.trackers[pid] = Tracker(
-                    self.store, self.paths, row, clock=self.clock
+                    self.store, self.paths, row, clock=self.clock, max_log_bytes=self.max_log_bytes
                 )
             except FileNotFoundError:
                 return None  # the CLI has not written spec.json yet; its write brings us back

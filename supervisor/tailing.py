@@ -126,7 +126,7 @@ def _cut_lines(data: bytes, pos: TailPos, *, final: bool, restarted: str | None)
 
 
 def tail_lines(
-    path: Path, end: int | None = None, count: int = 50, max_bytes: int = 1 << 20
+    path: Path, end: int | None = None, count: int = 50, max_bytes: int = 1 << 20, floor: int = 0
 ) -> list[str]:
     """The last `count` lines of the file before byte `end`, decoded with replacement.
 
@@ -136,7 +136,7 @@ def tail_lines(
         with open(path, "rb") as f:
             size = f.seek(0, os.SEEK_END)
             stop = size if end is None else min(end, size)
-            begin = max(0, stop - max_bytes)
+            begin = max(floor, stop - max_bytes)
             f.seek(begin)
             blob = f.read(stop - begin)
     except FileNotFoundError:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agent_threads.spawn import FireFacts
 from state.db import Store
@@ -20,6 +21,7 @@ from supervisor.firing import FireEvent, Outcome, commit_fires, load_counters
 from supervisor.hookspec import Hook, HookFile, OnExit, OnOutputMatch, OnTimeout
 from supervisor.identity import boot_id, is_same, start_time
 from supervisor.limits import Counter, scan_budget
+from supervisor.logcap import DEFAULT_MAX_LOG_BYTES, plan_punch, punch
 from supervisor.matching import Matcher
 from supervisor.rundir import ExitRecord, RunDir
 from supervisor.tailing import Lines, TailPos, read_lines, tail_lines
@@ -50,6 +52,7 @@ class Tracker:
         row: ProcessRow,
         *,
         clock: Callable[[], float] = time.time,
+        max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
     ) -> None:
         assert row.id is not None
         self.id = row.id
@@ -69,6 +72,8 @@ class Tracker:
         self.pos = TailPos(row.log_offset, row.log_inode, row.log_head, row.log_skipping)
         self.archived = row.log_archived
         self.saved_offset = row.log_offset
+        self.punched = row.log_punched
+        self.max_log_bytes = max_log_bytes
         self.match_hooks = [h for h in self.hooks.hooks if isinstance(h.trigger, OnOutputMatch)]
         self.matcher = Matcher(
             [h.trigger.pattern for h in self.match_hooks if isinstance(h.trigger, OnOutputMatch)]
@@ -88,7 +93,7 @@ class Tracker:
             runtime_s=at - self.started_at,
             purpose=self.hooks.purpose,
             context=self.hooks.context,
-            output_tail=tail_lines(self.run.output, tail_end),
+            output_tail=tail_lines(self.run.output, tail_end, floor=self.punched),
             **kw,  # type: ignore[arg-type]
         )
 
@@ -146,8 +151,30 @@ class Tracker:
                     lines.restarted,
                 )
             if lines.empty and lines.pos == self.pos:
-                return
+                break
             self._commit_lines(lines, res)
+        self._cap_log(res)
+
+    def _cap_log(self, res: StepResult) -> None:
+        try:
+            on_disk = os.stat(self.run.output).st_blocks * 512
+        except FileNotFoundError:
+            return
+        plan = plan_punch(on_disk, self.pos.offset, self.punched, self.max_log_bytes)
+        if plan is None:
+            return
+        if self.saved_offset < plan.end:
+            self._commit([], res)  # only bytes whose scan is saved may go: never rescan a hole
+        try:
+            punch(self.run.output, self.run.archive, plan, self.max_log_bytes)
+        except OSError as exc:
+            log.warning("process %d: cannot bound output.log: %s", self.id, exc)
+            self.max_log_bytes = 0  # e.g. a filesystem without hole punching: stop trying
+            return
+        self.punched = plan.end
+        # The file's head is now a hole: fingerprint that, or it reads as rewritten.
+        self.pos = replace(self.pos, head=None)
+        self._commit([], res)
 
     def _commit_lines(self, lines: Lines, res: StepResult) -> None:
         base = self.archived + (self.pos.offset if lines.restarted else 0)
@@ -166,6 +193,8 @@ class Tracker:
                     hook, f"{self.id}:{hook.name}:@{base + lines.start + m.start}", now, text, facts
                 )
             )
+        if lines.restarted:
+            self.punched = 0  # a new file: nothing of it was freed
         self.pos, self.archived = lines.pos, base
         # The offset must commit with the fires it produced; alone it may wait: a crash
         # before it is saved only rescans output that fired nothing.
@@ -178,11 +207,12 @@ class Tracker:
         res: StepResult,
         update: Callable[[ProcessRow], None] | None = None,
     ) -> None:
-        pos, archived = self.pos, self.archived
+        pos, archived, punched = self.pos, self.archived, self.punched
 
         def apply(row: ProcessRow) -> None:
             row.log_offset, row.log_inode, row.log_head = pos.offset, pos.inode, pos.head
             row.log_skipping, row.log_archived = pos.skipping, archived
+            row.log_punched = punched
             if update is not None:
                 update(row)
 

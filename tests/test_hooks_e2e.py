@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import Daemon, Env, wait_until
 
 
@@ -176,3 +177,35 @@ def test_bad_hook_file_launches_nothing(env: Env) -> None:
     assert env.ps()["processes"] == []
     r = env.cli("hooks", "check", str(bad))
     assert r.returncode == 2 and f"{bad}:2:" in r.stderr
+
+
+def test_output_log_is_bounded_without_losing_fires(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    limit = 64 * 1024
+    monkeypatch.setenv("SUPERVISE_MAX_LOG_BYTES", str(limit))
+    daemon = Daemon(env).start()
+    try:
+        hooks = _hooks(env, {"hooks": [{"name": "mark", "on_output_match": {"pattern": "^MARK"},
+                                        "instructions": "x", "max_spawns": 100}]})  # fmt: skip
+        script = (
+            "import time\n"
+            "for i in range(40):\n"
+            "    print('\\n'.join('x' * 99 for _ in range(100)), flush=True)\n"
+            "    print(f'MARK {i}', flush=True)\n"
+            "    time.sleep(0.01)\n"
+        )
+        pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
+        env.wait_state(pid, "exited", timeout=30)
+    finally:
+        daemon.kill()
+    assert [f["detail"] for f in env.fires()] == [f"MARK {i}" for i in range(40)]
+    run = env.home / "runs" / str(pid)
+    out = run / "output.log"
+    assert out.stat().st_size > 390_000  # offsets stay valid: the apparent size keeps growing
+    assert out.stat().st_blocks * 512 <= 2 * limit  # but the disk holds about the limit
+    assert (run / "output.log.1").exists()
+    assert env.cli("logs", str(pid), "-n", "1").stdout == "MARK 39\n"
+    full = env.cli("logs", str(pid))
+    assert full.stdout.endswith("MARK 39\n") and "\0" not in full.stdout
+    assert "output.log.1" in full.stderr

@@ -1,0 +1,68 @@
+"""Bounding output.log on disk without moving anything under the child or the tailer.
+
+The child holds output.log open with O_APPEND, so the file cannot be renamed away (the child
+would keep writing to the old one) or truncated (bytes written meanwhile would be lost). We
+punch a hole instead: the scanned head of the file is copied to output.log.1 (one older
+generation, replaced when full) and its blocks are freed with FALLOC_FL_PUNCH_HOLE. The
+apparent size keeps growing, so every saved offset stays valid; disk use stays near
+`max_log_bytes`; punching is idempotent, so a crash at any point is harmless.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_MAX_LOG_BYTES = 64 * 1024 * 1024
+_BLOCK = 4096
+_PUNCH_HOLE, _KEEP_SIZE = 0x02, 0x01
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+
+
+def max_log_bytes(environ: dict[str, str] | None = None) -> int:
+    """The `max_log_bytes` setting: `SUPERVISE_MAX_LOG_BYTES`, else 64 MiB (0 = unbounded)."""
+    env = os.environ if environ is None else environ
+    raw = env.get("SUPERVISE_MAX_LOG_BYTES", "")
+    return int(raw) if raw.strip().isdigit() else DEFAULT_MAX_LOG_BYTES
+
+
+@dataclass(frozen=True)
+class Punch:
+    start: int
+    end: int
+
+
+def plan_punch(on_disk: int, scanned: int, punched: int, limit: int) -> Punch | None:
+    """Which scanned bytes to free, keeping about half the limit readable in output.log."""
+    if limit <= 0 or on_disk <= limit:
+        return None
+    end = (scanned - limit // 2) // _BLOCK * _BLOCK
+    if end <= punched:
+        return None
+    return Punch(punched, end)
+
+
+def punch(output: Path, archive: Path, p: Punch, limit: int) -> None:
+    """Copy output[p.start:p.end] to the archive, then free those blocks of output."""
+    size = archive.stat().st_size if archive.exists() else 0
+    mode = "ab" if size + (p.end - p.start) <= limit else "wb"  # one older generation
+    with open(output, "rb") as src, open(archive, mode) as dst:
+        src.seek(p.start)
+        left = p.end - p.start
+        while left > 0:
+            chunk = src.read(min(left, 1 << 20))
+            if not chunk:
+                break
+            dst.write(chunk)
+            left -= len(chunk)
+    fd = os.open(output, os.O_WRONLY)
+    try:
+        if _libc.fallocate(fd, _PUNCH_HOLE | _KEEP_SIZE, p.start, p.end - p.start) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"cannot free space in {output}: {os.strerror(err)}")
+    finally:
+        os.close(fd)
