@@ -16,6 +16,7 @@ Workloads:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -37,9 +38,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 PATTERNS = [
-    "deadlock detected", "ERROR", r"Traceback \(most recent", "panic:", "FATAL",
-    "out of memory", "segfault", "connection refused", r"timeout after \d+s", "(?i)warning",
-]  # fmt: skip
+    "deadlock detected",
+    "ERROR",
+    r"Traceback \(most recent",
+    "panic:",
+    "FATAL",
+    "out of memory",
+    "segfault",
+    "connection refused",
+    r"timeout after \d+s",
+    "(?i)warning",
+]
 
 CHILD = r"""
 import sys, time
@@ -92,10 +101,8 @@ class Home:
 
     def stop(self) -> None:
         for pidfile in (self.dir / "runs").glob("*/child.pid"):
-            try:
+            with contextlib.suppress(ProcessLookupError, ValueError):
                 os.killpg(int(pidfile.read_text()), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
         if self.daemon is not None:
             self.daemon.send_signal(signal.SIGTERM)
             self.daemon.wait(20)
@@ -132,14 +139,26 @@ def chatty(lines: int, npat: int) -> dict[str, float]:
         script.write_text(CHILD)
         plain_t = work / "plain.t"
         with open(work / "plain.log", "wb") as f:
-            subprocess.run([sys.executable, str(script), str(lines), str(plain_t)], stdout=f, check=True)
+            subprocess.run(
+                [sys.executable, str(script), str(lines), str(plain_t)], stdout=f, check=True
+            )
         pats = (PATTERNS * 10)[:npat]
         hooks = hooks_file(work, pats)
         dpid = home.start()
         cpu0 = cpu_seconds(dpid)
         sup_t = work / "sup.t"
-        out = home.cli("run", "-d", "--json", "--hook", str(hooks), "--", sys.executable,
-                       str(script), str(lines), str(sup_t))  # fmt: skip
+        out = home.cli(
+            "run",
+            "-d",
+            "--json",
+            "--hook",
+            str(hooks),
+            "--",
+            sys.executable,
+            str(script),
+            str(lines),
+            str(sup_t),
+        )
         home.wait_exited(json.loads(out)["id"])
         daemon_cpu = cpu_seconds(dpid) - cpu0
         log = work / "plain.log"
@@ -151,8 +170,10 @@ def chatty(lines: int, npat: int) -> dict[str, float]:
         Matcher(pats).scan(data, [1] * len(pats))
         scan_s = time.perf_counter() - t
         t = time.perf_counter()
-        subprocess.run(["grep", "-cE", "|".join(p.replace("(?i)", "") for p in pats), str(log)],
-                       stdout=subprocess.DEVNULL)  # fmt: skip
+        subprocess.run(
+            ["grep", "-cE", "|".join(p.replace("(?i)", "") for p in pats), str(log)],
+            stdout=subprocess.DEVNULL,
+        )
         grep_s = time.perf_counter() - t
         return {
             "patterns": npat,
@@ -172,9 +193,21 @@ def latency(events: int = 100) -> dict[str, float]:
     try:
         work = home.dir
         hooks = work / "lat.json"
-        hooks.write_text(json.dumps({"limits": {"rate": "100000/second"}, "hooks": [
-            {"name": "ev", "on_output_match": {"pattern": "^EVENT"}, "instructions": "x",
-             "max_spawns": events}]}))  # fmt: skip
+        hooks.write_text(
+            json.dumps(
+                {
+                    "limits": {"rate": "100000/second"},
+                    "hooks": [
+                        {
+                            "name": "ev",
+                            "on_output_match": {"pattern": "^EVENT"},
+                            "instructions": "x",
+                            "max_spawns": events,
+                        }
+                    ],
+                }
+            )
+        )
         home.start()
         seen: dict[int, float] = {}
         stop = threading.Event()
@@ -186,11 +219,15 @@ def latency(events: int = 100) -> dict[str, float]:
                     seen.setdefault(tid, time.time())
                 time.sleep(0.0005)
 
-        child = (f"import time\nfor i in range({events}):\n"
-                 "    print('EVENT', repr(time.time()), flush=True)\n    time.sleep(0.02)\n")  # fmt: skip
+        child = (
+            f"import time\nfor i in range({events}):\n"
+            "    print('EVENT', repr(time.time()), flush=True)\n    time.sleep(0.02)\n"
+        )
         obs = threading.Thread(target=observe, daemon=True)
         obs.start()
-        out = home.cli("run", "-d", "--json", "--hook", str(hooks), "--", sys.executable, "-c", child)
+        out = home.cli(
+            "run", "-d", "--json", "--hook", str(hooks), "--", sys.executable, "-c", child
+        )
         pid = json.loads(out)["id"]
         home.wait_exited(pid)
         time.sleep(0.2)
@@ -216,10 +253,8 @@ def scale(count: int) -> dict[str, float]:
         time.sleep(2.0)  # let the daemon settle
         shims = []
         for p in (home.dir / "runs").glob("*/shim.pid"):
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 shims.append(psutil.Process(int(p.read_text())).memory_full_info().uss)
-            except psutil.NoSuchProcess:
-                pass
         cpu0 = cpu_seconds(dpid)
         time.sleep(5.0)
         idle = cpu_seconds(dpid) - cpu0
@@ -242,7 +277,9 @@ def supervisord_peer(lines: int) -> dict[str, float] | None:
     py = venv / "bin" / "python"
     if not py.exists():
         r = subprocess.run([sys.executable, "-m", "venv", str(venv)])
-        r2 = subprocess.run([str(py), "-m", "pip", "install", "-q", "supervisor"], capture_output=True)
+        r2 = subprocess.run(
+            [str(py), "-m", "pip", "install", "-q", "supervisor"], capture_output=True
+        )
         if r.returncode or r2.returncode:
             return None
     work = Path(tempfile.mkdtemp(prefix="supervisord-bench-"))
@@ -256,8 +293,11 @@ def supervisord_peer(lines: int) -> dict[str, float] | None:
             f"autorestart=false\nstartsecs=0\nstdout_logfile={work}/out.log\n"
             "stdout_logfile_maxbytes=0\nredirect_stderr=true\n"
         )
-        sd = subprocess.Popen([str(venv / "bin" / "supervisord"), "-c", str(conf)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        sd = subprocess.Popen(
+            [str(venv / "bin" / "supervisord"), "-c", str(conf)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 300
         while not (work / "sd.t").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -271,7 +311,9 @@ def supervisord_peer(lines: int) -> dict[str, float] | None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--lines", type=int, default=2_000_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--procs", type=int, nargs="*", default=[10, 100])
@@ -280,28 +322,56 @@ def main() -> None:
 
     results: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()} {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, Python {platform.python_version()}",
+        "machine": (
+            f"{platform.machine()} {os.cpu_count()} cores, "
+            f"{psutil.virtual_memory().total / 2**30:.0f} GiB, Python {platform.python_version()}"
+        ),
     }
     rows = []
     for npat in (1, 10, 100):
         runs = [chatty(args.lines, npat) for _ in range(args.runs)]
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         results[f"chatty_{npat}"] = med
-        rows.append((f"chatty {med['mb']:.0f} MB, {npat} patterns: child supervised / plain",
-                     f"{med['child_supervised_s'] / med['child_plain_s']:.2f}x", "<= 1.05x"))  # fmt: skip
-        rows.append((f"chatty {npat} patterns: daemon CPU", f"{med['daemon_cpu_s']:.2f} s",
-                     "<= 0.5 s at 10"))  # fmt: skip
-        rows.append((f"scan {npat} patterns vs grep -E", f"{med['scan_mb_s']:.0f} vs {med['grep_mb_s']:.0f} MB/s",
-                     ">= 0.5x grep"))  # fmt: skip
+        rows.append(
+            (
+                f"chatty {med['mb']:.0f} MB, {npat} patterns: child supervised / plain",
+                f"{med['child_supervised_s'] / med['child_plain_s']:.2f}x",
+                "<= 1.05x",
+            )
+        )
+        rows.append(
+            (
+                f"chatty {npat} patterns: daemon CPU",
+                f"{med['daemon_cpu_s']:.2f} s",
+                "<= 0.5 s at 10",
+            )
+        )
+        rows.append(
+            (
+                f"scan {npat} patterns vs grep -E",
+                f"{med['scan_mb_s']:.0f} vs {med['grep_mb_s']:.0f} MB/s",
+                ">= 0.5x grep",
+            )
+        )
     lat = latency()
     results["latency"] = lat
-    rows.append(("line -> thread row, p50 / p99", f"{lat['p50_ms']:.1f} / {lat['p99_ms']:.1f} ms", "p50 <= 20-50 ms"))
+    rows.append(
+        (
+            "line -> thread row, p50 / p99",
+            f"{lat['p50_ms']:.1f} / {lat['p99_ms']:.1f} ms",
+            "p50 <= 20-50 ms",
+        )
+    )
     for n in args.procs:
         sc = scale(n)
         results[f"scale_{n}"] = sc
-        rows.append((f"{n} procs: shim USS (median)", f"{sc['shim_uss_kib_median']:.0f} KiB", "<= 1 MiB"))
+        rows.append(
+            (f"{n} procs: shim USS (median)", f"{sc['shim_uss_kib_median']:.0f} KiB", "<= 1 MiB")
+        )
         rows.append((f"{n} procs: daemon RSS", f"{sc['daemon_rss_mib']:.0f} MiB", ""))
-        rows.append((f"{n} procs: daemon CPU idle per 5 s", f"{sc['daemon_idle_cpu_s_per_5s']:.3f} s", "~0"))
+        rows.append(
+            (f"{n} procs: daemon CPU idle per 5 s", f"{sc['daemon_idle_cpu_s_per_5s']:.3f} s", "~0")
+        )
         rows.append((f"{n} procs: supervise ps", f"{sc['ps_ms']:.0f} ms", "<= 300 ms at 1000"))
     if args.peers:
         peer = supervisord_peer(args.lines)
@@ -309,10 +379,15 @@ def main() -> None:
         if peer:
             plain = results["chatty_1"]["child_plain_s"]
             rows.append(("supervisord: child / plain", f"{peer['child_s'] / plain:.2f}x", "peer"))
-            rows.append(("supervisord: its CPU (no patterns)", f"{peer['supervisord_cpu_s']:.2f} s", "peer"))
+            rows.append(
+                ("supervisord: its CPU (no patterns)", f"{peer['supervisord_cpu_s']:.2f} s", "peer")
+            )
     width = max(len(r[0]) for r in rows)
     print(f"# supervise core bench, {results['date']}, {results['machine']}")
-    print(f"# medians of {args.runs} runs; `python bench/bench_core.py{' --peers' if args.peers else ''}`")
+    print(
+        f"# medians of {args.runs} runs; "
+        f"`python bench/bench_core.py{' --peers' if args.peers else ''}`"
+    )
     for name, value, target in rows:
         print(f"{name:<{width}}  {value:>22}  {target}")
     (ROOT / "bench" / "results.json").write_text(json.dumps(results, indent=1))

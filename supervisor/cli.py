@@ -38,6 +38,8 @@ examples:
   supervise hooks check hooks.yaml
 state: $SUPERVISE_HOME (default $XDG_STATE_HOME/supervise, else ~/.local/state/supervise)
 `run` starts a daemon when none runs, unless SUPERVISE_AUTOSTART=0.
+SUPERVISE_MAX_LOG_BYTES (default 64 MiB) bounds each output.log on disk; older output moves
+to output.log.1. Exit codes: 0 ok, 1 the thing asked about failed, 2 bad usage or input.
 """
 
 
@@ -199,7 +201,7 @@ def cmd_run(args: argparse.Namespace, paths: StatePaths) -> int:
     cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
     # Imported here: SQLModel costs ~0.4 s of start-up that read-only commands skip.
     from state.db import Store
-    from supervisor.launch import LaunchRequest, launch
+    from supervisor.launch import LaunchRequest, launch, resolve_command
 
     paths.ensure()
     store = Store(paths.db)
@@ -211,6 +213,7 @@ def cmd_run(args: argparse.Namespace, paths: StatePaths) -> int:
         name=args.name,
         env_keys=sorted(extra_env),
     )
+    resolve_command(req.argv, req.cwd, req.env)  # bad input starts nothing, not even a daemon
     ensure_daemon(paths)
     row = launch(store, paths, req)
     if args.detach:

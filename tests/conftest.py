@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
-
-from supervisor.daemonlock import running_pid
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -143,10 +142,11 @@ def _kill_supervised(home: Path) -> None:
     for pidfile in (home / "runs").glob("*/child.pid"):
         with contextlib.suppress(ProcessLookupError, ValueError, PermissionError):
             os.killpg(int(pidfile.read_text()), signal.SIGKILL)
-    pid = running_pid(home / "daemon.pid")  # only a daemon that holds the lock
-    if pid is not None and pid > 0:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    # Every daemon of this state dir, also one started by `run` that has not locked yet.
+    for proc in psutil.process_iter(["environ"]):
+        with contextlib.suppress(psutil.Error):
+            if (proc.info["environ"] or {}).get("SUPERVISE_HOME") == str(home):
+                proc.kill()
 
 
 @pytest.fixture(autouse=True)

@@ -186,8 +186,19 @@ def test_output_log_is_bounded_without_losing_fires(
     monkeypatch.setenv("SUPERVISE_MAX_LOG_BYTES", str(limit))
     daemon = Daemon(env).start()
     try:
-        hooks = _hooks(env, {"hooks": [{"name": "mark", "on_output_match": {"pattern": "^MARK"},
-                                        "instructions": "x", "max_spawns": 100}]})  # fmt: skip
+        hooks = _hooks(
+            env,
+            {
+                "hooks": [
+                    {
+                        "name": "mark",
+                        "on_output_match": {"pattern": "^MARK"},
+                        "instructions": "x",
+                        "max_spawns": 100,
+                    }
+                ]
+            },
+        )
         script = (
             "import time\n"
             "for i in range(40):\n"
