@@ -20,10 +20,9 @@ from sqlmodel import Session, SQLModel, create_engine, select
 
 from state.errors import StateError
 from state.models import SCHEMA_VERSION, Meta
+from state.settings import busy_timeout
 
 T = TypeVar("T")
-
-BUSY_TIMEOUT_S = 30.0
 
 
 def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -33,7 +32,6 @@ def _on_connect(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
     cur.close()
 
 
@@ -47,12 +45,13 @@ class Store:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.timeout = busy_timeout()
         if not path.exists():
             # Created 0600 before SQLite touches it: transcripts may hold private data.
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
         self.engine: Engine = create_engine(
             f"sqlite:///{path}",
-            connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False},
+            connect_args={"timeout": self.timeout, "check_same_thread": False},
         )
         event.listen(self.engine, "connect", _on_connect)
         event.listen(self.engine, "begin", _on_begin)
@@ -82,7 +81,7 @@ class Store:
         text = str(getattr(exc, "orig", exc))
         if "locked" in text or "busy" in text:
             return StateError(
-                f"{self.path}: the state database stayed locked for {BUSY_TIMEOUT_S:g}s "
+                f"{self.path}: the state database stayed locked for {self.timeout:g}s "
                 "(another program holds a write lock); stop it and retry"
             )
         if isinstance(exc, OperationalError) and "disk" in text:

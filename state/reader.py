@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from state.errors import StateError
+from state.settings import busy_timeout
 
 Row = dict[str, Any]
 
@@ -28,7 +29,7 @@ class Reader:
             yield None
             return
         try:
-            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30.0)
+            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=busy_timeout())
         except sqlite3.Error as exc:
             raise self._error(exc) from exc
         conn.row_factory = sqlite3.Row

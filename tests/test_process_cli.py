@@ -199,3 +199,68 @@ def test_corrupt_state_db_names_the_file(env: Env) -> None:
     r = env.cli("ps")
     assert r.returncode == 2
     assert str(env.home / "state.db") in r.stderr and "Traceback" not in r.stderr
+
+
+def test_locked_state_db_is_a_clear_error(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    env.cli("run", "--", "true", check=True)
+    monkeypatch.setenv("SUPERVISE_DB_TIMEOUT", "0.5")
+    holder = sqlite3.connect(env.home / "state.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another program holds the write lock
+    try:
+        r = env.cli("run", "-d", "--", "true")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"{env.home / 'state.db'}: the state database stayed locked" in r.stderr
+    assert len(env.ps()["processes"]) == 1  # nothing half-recorded, nothing lost
+
+
+def _attached(env: Env, *cmd: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "run", "--", *cmd],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env.env,
+        cwd=env.work,
+        start_new_session=True,  # its own "terminal" session, signalled as a whole below
+    )
+
+
+def test_ctrl_c_detaches_and_leaves_the_process_running(env: Env, daemon: Daemon) -> None:
+    cli = _attached(
+        env, sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"
+    )
+    assert cli.stdout is not None and cli.stdout.readline() == "up\n"
+    os.killpg(cli.pid, signal.SIGINT)  # Ctrl-C reaches the terminal's foreground group
+    _out, err = cli.communicate(timeout=10)
+    assert cli.returncode == 130 and "detached; process 1 keeps running" in err
+    assert env.process(1)["state"] == "running"
+    assert _alive(_child_pid(env, 1))
+
+
+def test_process_survives_its_terminal_closing(env: Env, daemon: Daemon) -> None:
+    cli = _attached(
+        env, sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"
+    )
+    assert cli.stdout is not None and cli.stdout.readline() == "up\n"
+    os.killpg(cli.pid, signal.SIGHUP)  # what closing the terminal sends its session
+    cli.communicate(timeout=10)
+    time.sleep(0.3)
+    assert env.process(1)["state"] == "running"
+    assert _alive(_child_pid(env, 1))
+
+
+def test_binary_and_invalid_utf8_output(env: Env, daemon: Daemon) -> None:
+    hooks = env.write(
+        "h.json",
+        json.dumps({"hooks": [{"on_output_match": {"pattern": "ERR"}, "instructions": "x"}]}),
+    )
+    script = "import sys; sys.stdout.buffer.write(bytes(range(256)) + b'\\n\\xff\\xfeERR \\x80\\n')"
+    pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
+    env.wait_state(pid, "exited")
+    (fire,) = env.fires()
+    assert fire["detail"] == "\ufffd\ufffdERR \ufffd"
