@@ -170,6 +170,12 @@ class Daemon:
                 except SuperviseError as exc:
                     log.error("process %d: %s", pid, exc)
                     continue
+                except Exception:
+                    # Our bug, or the OS refusing (disk full, permissions): one process's
+                    # trouble must not stop the supervision of all the others.
+                    log.exception("process %d: step failed; it is retried on its next event", pid)
+                    self.trackers.pop(pid, None)
+                    continue
                 if res is not None:
                     self._after(pid, res)
 

@@ -149,13 +149,12 @@ def _start_shim(run: RunDir, req: LaunchRequest) -> tuple[int, int]:
     ready_r, ready_w = os.pipe()
     try:
         shim = subprocess.Popen(
-            ["/bin/sh", str(SHIM), str(run.path), str(ready_w), *req.argv],
-            stdin=subprocess.DEVNULL,
+            ["/bin/sh", str(SHIM), str(run.path), *req.argv],
+            stdin=ready_w,  # the shim reports the child's pid here; the child gets /dev/null
             stdout=log,
             stderr=log,
             cwd=req.cwd,
             env=dict(req.env),
-            pass_fds=(ready_w,),
             start_new_session=True,  # no controlling terminal: closing it sends no SIGHUP
         )
     finally:

@@ -1,12 +1,12 @@
 #!/bin/sh
 # supervise's shim: the parent of one supervised child. It costs one idle dash (~0.1 MiB),
 # outlives the CLI and the daemon, and records how the child ended.
-# Usage: shim.sh RUN_DIR READY_FD CMD [ARG...]
-# stdout and stderr already point at RUN_DIR/output.log (O_APPEND); stdin at /dev/null.
+# Usage: shim.sh RUN_DIR CMD [ARG...]
+# stdout and stderr already point at RUN_DIR/output.log (O_APPEND). stdin is the write end of
+# the launcher's "ready" pipe (a fixed fd: dash cannot redirect fds above 9); the child's pid
+# goes there, and the child itself gets /dev/null.
 dir=$1
-ready=$2
-shift 2
-case $ready in '' | *[!0-9]*) echo "supervise shim: bad ready fd '$ready'" >&2; exit 125 ;; esac
+shift
 echo $$ >"$dir/shim.pid"
 # A handler, not '': ignored signals would be inherited by the child, handled ones are not.
 # The shim survives a stray signal and still writes exit.json.
@@ -14,8 +14,8 @@ trap ':' HUP INT TERM QUIT
 # The child runs in the foreground (a background job would start with SIGINT ignored, so a
 # Python child would never see KeyboardInterrupt), writes its pid, then becomes the leader of
 # its own session and process group: `supervise stop` signals that group, never the shim.
-sh -c 'r=$1; shift; echo $$ >"$0.tmp" && mv -f "$0.tmp" "$0"; echo $$ >&"$r"; eval "exec $r>&-"
-  exec setsid "$@"' "$dir/child.pid" "$ready" "$@"
+sh -c 'echo $$ >"$0.tmp" && mv -f "$0.tmp" "$0"; echo $$ >&0; exec setsid "$@" </dev/null' \
+  "$dir/child.pid" "$@"
 status=$?
 ended=$(date +%s.%N)
 # Write-then-rename: the daemon sees either no exit record or a whole one.

@@ -220,3 +220,36 @@ def test_output_log_is_bounded_without_losing_fires(
     full = env.cli("logs", str(pid))
     assert full.stdout.endswith("MARK 39\n") and "\0" not in full.stdout
     assert "output.log.1" in full.stderr
+
+
+def test_depth_is_carried_by_processes_that_threads_start(env: Env, daemon: Daemon) -> None:
+    # The seam a thread's RunProcess tool uses: launch() with the thread's depth and limits.
+    from state.db import Store
+    from state.paths import StatePaths
+    from supervisor.hookspec import Hook, HookFile, Limits, OnExit
+    from supervisor.launch import LaunchRequest, launch
+
+    paths = StatePaths(env.home)
+    store = Store(paths.db)
+    hooks = HookFile(hooks=(Hook("any", OnExit(None), "x"),), limits=Limits(max_depth=5))
+    ids = []
+    for depth in (2, 3):
+        req = LaunchRequest(
+            argv=[sys.executable, "-c", "pass"],
+            cwd=env.work,
+            env=env.env,
+            hooks=hooks,
+            depth=depth,
+            parent_limits=Limits(max_depth=3),  # the parent's stricter limit wins
+        )
+        row = launch(store, paths, req)
+        assert row.id is not None
+        ids.append(row.id)
+    for pid in ids:
+        env.wait_state(pid, "exited")
+    by_process = {f["process_id"]: f for f in env.fires()}
+    assert by_process[ids[0]]["spawned"]
+    assert (by_process[ids[1]]["spawned"], by_process[ids[1]]["reason"]) == (False, "depth")
+    assert [t["depth"] for t in env.ps()["threads"]] == [3]
+    spec = json.loads((env.home / "runs" / str(ids[1]) / "spec.json").read_text())
+    assert spec["hooks"]["limits"]["max_depth"] == 3 and spec["depth"] == 3
