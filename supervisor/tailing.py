@@ -72,7 +72,9 @@ def _check_same_file(fd: int, pos: TailPos) -> tuple[TailPos, str | None]:
     return pos, None
 
 
-def read_lines(path: Path, pos: TailPos, *, final: bool, chunk: int = READ_CHUNK) -> Lines:
+def read_lines(
+    path: Path, pos: TailPos, *, final: bool, chunk: int = READ_CHUNK, skim: bool = False
+) -> Lines:
     """Read the next whole lines after `pos` (at most about `chunk` bytes).
 
     Args:
@@ -80,6 +82,7 @@ def read_lines(path: Path, pos: TailPos, *, final: bool, chunk: int = READ_CHUNK
         pos: where the previous read stopped.
         final: the writer has ended, so a last line without a newline counts.
         chunk: how much to read at once; bounds memory.
+        skim: nobody looks at the lines (no pattern is active): move to the end unread.
 
     Returns:
         The lines (possibly none) and the position after them.
@@ -92,6 +95,9 @@ def read_lines(path: Path, pos: TailPos, *, final: bool, chunk: int = READ_CHUNK
         pos, restarted = _check_same_file(fd, pos)
         if pos.head is None:
             pos = replace(pos, head=head_hash(os.pread(fd, _HEAD_BYTES, 0)))
+        if skim:
+            size = os.fstat(fd).st_size
+            return Lines(size, b"", replace(pos, offset=size, skipping=False), restarted)
         data = os.pread(fd, chunk, pos.offset)
     finally:
         os.close(fd)

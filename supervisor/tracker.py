@@ -143,7 +143,9 @@ class Tracker:
 
     def _scan(self, *, final: bool, res: StepResult) -> None:
         while True:
-            lines = read_lines(self.run.output, self.pos, final=final)
+            # No pattern left to look for: skip the bytes unread (the exit's tail reads the end).
+            skim = not any(scan_budget(self._counter(h), h.max_spawns) for h in self.match_hooks)
+            lines = read_lines(self.run.output, self.pos, final=final, skim=skim)
             if lines.restarted:
                 log.warning(
                     "process %d: output.log was %s; reading it from its start",

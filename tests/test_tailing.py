@@ -73,3 +73,10 @@ def test_tail_lines_decodes_with_replacement(tmp_path: Path) -> None:
     assert tail == ["l98", "l99", "bad \ufffd\ufffd"]
     assert tail_lines(log, 6, 50) == ["l0", "l1"]
     assert tail_lines(tmp_path / "missing", None) == []
+
+
+def test_skim_moves_to_the_end_unread(tmp_path: Path) -> None:
+    log = tmp_path / "out.log"
+    _append(log, b"one\ntwo\npartial")
+    got = read_lines(log, TailPos(), final=False, skim=True)
+    assert got.data == b"" and got.pos.offset == log.stat().st_size
