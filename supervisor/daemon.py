@@ -44,7 +44,7 @@ log = logging.getLogger("supervise.daemon")
 
 COALESCE_S = 0.001  # after a wake-up, let a burst of writes collapse into one event
 RUN_DIR_EVENTS = IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE
-QUIET_FILES = {"recorded", "spec.json"}  # our own writes: no news about the process
+QUIET_FILES = {"recorded"}  # our own write: no news about the process
 
 
 class Daemon:

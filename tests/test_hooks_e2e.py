@@ -253,3 +253,25 @@ def test_depth_is_carried_by_processes_that_threads_start(env: Env, daemon: Daem
     assert [t["depth"] for t in env.ps()["threads"]] == [3]
     spec = json.loads((env.home / "runs" / str(ids[1]) / "spec.json").read_text())
     assert spec["hooks"]["limits"]["max_depth"] == 3 and spec["depth"] == 3
+
+
+def test_truncation_under_the_tailer_restarts_cleanly(env: Env, daemon: Daemon) -> None:
+    hooks = _hooks(
+        env,
+        {
+            "hooks": [
+                {"on_output_match": {"pattern": "^MARK"}, "instructions": "x", "max_spawns": 9}
+            ]
+        },
+    )
+    go = env.work / "go"
+    script = (
+        "import os, time\nprint('MARK one', 'x' * 200, flush=True)\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.02)\nprint('MARK two', flush=True)\n"
+    )
+    pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
+    wait_until(lambda: len(env.fires()) == 1, 10, "first fire")
+    (env.home / "runs" / str(pid) / "output.log").write_bytes(b"")  # logrotate copytruncate
+    go.touch()
+    env.wait_state(pid, "exited")
+    assert [f["detail"].split()[1] for f in env.fires()] == ["one", "two"]
