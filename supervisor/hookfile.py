@@ -1,15 +1,12 @@
-"""Reading hook files (YAML or JSON) into `HookFile` values, every problem at FILE:LINE.
+"""Hook files (YAML or JSON) into `HookFile` values, with every problem at FILE:LINE.
 
-YAML is composed, not loaded, so each node keeps its line; the values and a map from key
-path to line are built here, which also catches duplicate keys PyYAML would silently drop.
-JSON values come from `json` (PyYAML reads `1e5` as a string); their lines come from
-composing the same text as YAML. Validation is a hand-written walk over plain values: each
-check knows its key path, so a message can name the key, its line and the fix.
+`hooktext.py` reads the text into plain values and a line per key path. Validation here is a
+hand-written walk over those values: each check knows its key path, so a message can name the
+key, its line and the fix.
 """
 
 from __future__ import annotations
 
-import datetime
 import difflib
 import json
 import math
@@ -19,9 +16,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from state.errors import HookFileError
 from supervisor.hookspec import (
@@ -35,27 +29,24 @@ from supervisor.hookspec import (
     Trigger,
     trigger_kind,
 )
+from supervisor.hooktext import (
+    EXAMPLE,
+    KeyPath,
+    ReadAbort,
+    read_json,
+    read_yaml,
+    where,
+)
 from supervisor.matching import compile_pattern
 
-EXAMPLE = "configs/examples/migrate.yaml"
 EXTENSIONS = (".yaml", ".yml", ".json")
-_MAX_NODES = 100_000  # aliases can blow a small YAML file up exponentially ("billion laughs")
+__all__ = ["EXAMPLE", "EXTENSIONS", "load_hook_file", "load_hook_mapping", "parse_hook_text"]
 _MAX_COUNT = 1_000_000  # far above any sane value, low enough for SQLite and float maths
 _MAX_SECONDS = 10 * 365 * 86400
 _TOP_KEYS = ("purpose", "context", "hooks", "agent", "limits")
 _TRIGGERS = ("on_exit", "on_output_match", "on_timeout")
 _HOOK_KEYS = ("name", *_TRIGGERS, "instructions", "max_spawns")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-# Tabs (JSON whitespace) YAML refuses; NEL, LS, PS (allowed in JSON strings) YAML counts as
-# line breaks. Spaces keep JSON's line numbers.
-_JSON_AS_YAML = str.maketrans("\t\x85\u2028\u2029", "    ")
-
-KeyPath = tuple[str | int, ...]
-
-
-class _Abort(Exception):
-    """The file cannot be read far enough to validate; the message is the one problem."""
 
 
 def load_hook_file(path: str | Path) -> HookFile:
@@ -91,10 +82,10 @@ def parse_hook_text(text: str, filename: str) -> HookFile:
     text = text.removeprefix("\ufeff")
     try:
         if not text.strip():
-            raise _Abort(f"{filename}:1: hook file is empty; see {EXAMPLE}")
-        read = _read_json if filename.endswith(".json") else _read_yaml
+            raise ReadAbort(f"{filename}:1: hook file is empty; see {EXAMPLE}")
+        read = read_json if filename.endswith(".json") else read_yaml
         data, composer = read(text, filename)
-    except _Abort as exc:
+    except ReadAbort as exc:
         raise HookFileError([str(exc)]) from None
     except RecursionError:
         msg = f"{filename}:1: hook file is nested too deeply to read; flatten its structure"
@@ -129,128 +120,6 @@ def _check_extension(filename: str) -> None:
         )
 
 
-# Reading: text -> plain values, and each key path's line.
-
-
-class _Composer:
-    """Builds plain values from a composed YAML node tree, noting each key path's line."""
-
-    def __init__(self, filename: str) -> None:
-        self.filename = filename
-        self.lines: dict[KeyPath, int] = {}
-        self.problems: list[tuple[int, str]] = []
-        self._constructor = yaml.constructor.SafeConstructor()
-        self._nodes = 0
-        self._open: set[int] = set()  # collections being built, to stop at `&a [*a]`
-
-    def build(self, node: Node, path: KeyPath) -> Any:
-        self._nodes += 1
-        if self._nodes > _MAX_NODES:
-            raise _Abort(
-                f"{self.filename}:1: hook file holds over {_MAX_NODES} values (aliases?); "
-                "write it out with fewer aliases"
-            )
-        self.lines[path] = line = node.start_mark.line + 1
-        if isinstance(node, ScalarNode):
-            return self._scalar(node, line)
-        if id(node) in self._open:
-            self._problem(line, "an alias refers to a collection containing it; remove it")
-            return None
-        self._open.add(id(node))
-        try:
-            if isinstance(node, SequenceNode):
-                return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
-            return self._mapping(node, path) if isinstance(node, MappingNode) else None
-        finally:
-            self._open.discard(id(node))
-
-    def _mapping(self, node: MappingNode, path: KeyPath) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key_node, value_node in node.value:
-            line = key_node.start_mark.line + 1
-            if not isinstance(key_node, ScalarNode):
-                self._problem(line, f"a key in {_where(path)} is a list or mapping; use a word")
-                continue
-            # The key as written: `yes:` stays "yes" rather than becoming True.
-            key = key_node.value
-            if key in out:
-                self._problem(line, f"duplicate key {key!r} in {_where(path)}; keep only one")
-            out[key] = self.build(value_node, (*path, key))
-            self.lines[(*path, key)] = line  # report a key's problems at the key
-        return out
-
-    def _scalar(self, node: ScalarNode, line: int) -> Any:
-        try:
-            value = self._constructor.construct_object(node, deep=True)
-        except Exception as exc:  # a tag picks the constructor, and each fails its own way
-            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            self._problem(
-                line, f"cannot read {node.value!r} ({reason}); remove the tag or quote it"
-            )
-            return node.value
-        # A run snapshots its hooks as JSON, which holds no dates or bytes: keep their text.
-        if isinstance(value, bytes | datetime.date):
-            return node.value
-        return value
-
-    def _problem(self, line: int, message: str) -> None:
-        self.problems.append((line, f"{self.filename}:{line}: {message}"))
-
-
-def _read_yaml(text: str, filename: str) -> tuple[Any, _Composer]:
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark, problem = exc.problem_mark, exc.problem or "syntax error"
-        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        what = f"{exc.context}, {problem}" if exc.context else problem
-        fix = "indent with spaces, not tabs," if "'\\t'" in problem else "fix the syntax"
-        raise _Abort(
-            f"{filename}:{line}: invalid YAML: {what}; {fix} near column {column}"
-        ) from None
-    except yaml.YAMLError as exc:  # ReaderError: a character YAML forbids; it has no mark
-        line = text.count("\n", 0, getattr(exc, "position", 0)) + 1
-        what = str(exc).splitlines()[0]
-        raise _Abort(f"{filename}:{line}: invalid YAML: {what}; remove that character") from None
-    if root is None:  # only comments
-        raise _Abort(f"{filename}:1: hook file is empty; see {EXAMPLE}")
-    composer = _Composer(filename)
-    return composer.build(root, ()), composer
-
-
-def _read_json(text: str, filename: str) -> tuple[Any, _Composer]:
-    duplicates: list[str] = []
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in items:
-            if key in out:
-                duplicates.append(key)
-            out[key] = value
-        return out
-
-    try:
-        data = json.loads(text, object_pairs_hook=pairs)
-    except json.JSONDecodeError as exc:
-        raise _Abort(
-            f"{filename}:{exc.lineno}: invalid JSON: {exc.msg}; "
-            f"fix the syntax near column {exc.colno}"
-        ) from None
-    except ValueError as exc:  # e.g. an integer with more digits than Python converts
-        raise _Abort(f"{filename}:1: invalid JSON: {exc}; fix the value") from None
-    composer = _Composer(filename)
-    try:
-        root = yaml.compose(text.translate(_JSON_AS_YAML), Loader=yaml.SafeLoader)
-        if root is not None:
-            composer.build(root, ())  # only for its lines and duplicate keys
-    except (yaml.YAMLError, RecursionError, _Abort):
-        # Valid JSON that is not YAML (rare): no lines, so every problem is at line 1.
-        composer = _Composer(filename)
-        for key in duplicates:
-            composer.problems.append((1, f"{filename}:1: duplicate key {key!r}; keep only one"))
-    return data, composer
-
-
 # Validation: plain values -> HookFile, or every problem found.
 
 
@@ -267,7 +136,7 @@ class _Report:
 
     def bad(self, path: KeyPath, what: str, value: Any, fix: str) -> None:
         """Report that the value at `path` is not `what`, ending with how to `fix` it."""
-        self.add(path, f"{_where(path)} {what}, got {_show(value)}; {fix}")
+        self.add(path, f"{where(path)} {what}, got {_show(value)}; {fix}")
 
     def check(self) -> None:
         if self.problems:
@@ -303,7 +172,7 @@ def _check_surrogates(data: Mapping[str, Any], r: _Report) -> None:
     while todo:  # a loop, not recursion: the data may nest as deep as the parser allowed
         path, value = todo.popleft()
         if isinstance(value, str) and _SURROGATE.search(value):
-            r.add(path, f"{_where(path)} holds a lone surrogate escape; write the character itself")
+            r.add(path, f"{where(path)} holds a lone surrogate escape; write the character itself")
         elif isinstance(value, Mapping | list | tuple) and id(value) not in seen:
             seen.add(id(value))
             items = value.items() if isinstance(value, Mapping) else enumerate(value)
@@ -316,8 +185,8 @@ def _check_keys(data: Mapping[Any, Any], path: KeyPath, known: tuple[str, ...], 
         if key not in known:
             close = difflib.get_close_matches(str(key), known, n=1)
             guess = f"did you mean {close[0]!r}?" if close else "remove it"
-            where = f"unknown key {str(key)!r} in {_where(path)}"
-            r.add((*path, key), f"{where}; {guess} (known: {', '.join(known)})")
+            what = f"unknown key {str(key)!r} in {where(path)}"
+            r.add((*path, key), f"{what}; {guess} (known: {', '.join(known)})")
 
 
 def _text(data: Mapping[str, Any], path: KeyPath, r: _Report, fix: str) -> str | None:
@@ -394,7 +263,7 @@ def _check_hook(item: Any, path: KeyPath, r: _Report) -> Hook | None:
     fix = "write instructions: what the spawned thread should do"
     instructions = _text(item, (*path, "instructions"), r, fix)
     if item.get("instructions") is None:
-        r.add(path, f"{_where(path)} has no instructions; {fix}")
+        r.add(path, f"{where(path)} has no instructions; {fix}")
     max_spawns = _count(item, (*path, "max_spawns"), r, low=1, eg=1)
     if len(r.problems) > before or trigger is None or instructions is None:
         return None
@@ -407,7 +276,7 @@ def _check_trigger(item: Mapping[str, Any], path: KeyPath, r: _Report) -> Trigge
     if len(present) != 1:
         many = f"has {len(present)} triggers ({', '.join(present)}); keep one per hook"
         none = f"has no trigger; add one of {', '.join(_TRIGGERS)}"
-        r.add((*path, *present[1:2]), f"{_where(path)} {many if present else none}")
+        r.add((*path, *present[1:2]), f"{where(path)} {many if present else none}")
         return None
     kind = present[0]
     check = {"on_exit": _check_on_exit, "on_output_match": _check_on_output_match}
@@ -451,7 +320,7 @@ def _check_on_output_match(body: Any, path: KeyPath, r: _Report) -> OnOutputMatc
     try:
         compile_pattern(pattern)
     except ValueError as exc:
-        r.add(path, f"{_where(path)}: {exc}")
+        r.add(path, f"{where(path)}: {exc}")
         return None
     return OnOutputMatch(pattern)
 
@@ -476,17 +345,6 @@ def _is_int(value: Any) -> bool:
 
 def _is_number(value: Any) -> bool:
     return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
-
-
-def _dotted(path: KeyPath) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
-    return out
-
-
-def _where(path: KeyPath) -> str:
-    return _dotted(path) or "the top level"
 
 
 def _show(value: Any) -> str:

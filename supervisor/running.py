@@ -1,0 +1,166 @@
+"""`supervise run`: validate, start a daemon if needed, launch, follow, report threads."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from state.errors import HookFileError, UserError
+from state.paths import StatePaths
+from state.reader import Reader
+from supervisor.daemonlock import running_pid
+from supervisor.follow import follow_output, wait_for_file
+from supervisor.hookspec import HookFile
+from supervisor.rundir import RunDir
+
+HOOK_EXTENSIONS = (".yaml", ".yml", ".json")
+RECORD_WAIT_S = 15.0
+
+
+def err(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def split_trailing_hooks(cmd: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Take `--hook FILE` (FILE ending .yaml/.yml/.json) off the end of a command line."""
+    rest, hooks = list(cmd), list[str]()
+    cmd = rest
+    while True:
+        if len(cmd) >= 3 and cmd[-2] == "--hook" and cmd[-1].endswith(HOOK_EXTENSIONS):
+            hooks.insert(0, cmd[-1])
+            del cmd[-2:]
+        elif len(cmd) >= 2 and cmd[-1].startswith("--hook=") and cmd[-1].endswith(HOOK_EXTENSIONS):
+            hooks.insert(0, cmd[-1].split("=", 1)[1])
+            del cmd[-1]
+        else:
+            return cmd, hooks
+
+
+def load_hooks(files: Sequence[str]) -> HookFile:
+    """Load and merge the hook files given to one run; every problem of every file at once."""
+    merged, problems = HookFile(), []
+    if files:
+        from supervisor.hookfile import load_hook_file
+    for f in files:
+        try:
+            hf = load_hook_file(f)
+        except HookFileError as exc:
+            problems += exc.problems
+            continue
+        try:
+            merged = merged.merge(hf)
+        except ValueError as exc:
+            problems.append(f"{f}: {exc}")
+    if problems:
+        raise HookFileError(problems)
+    return merged
+
+
+def _parse_env(pairs: Sequence[str]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UserError(f"--env {pair!r} must look like KEY=VALUE")
+        env[key] = value
+    return env
+
+
+def ensure_daemon(paths: StatePaths) -> None:
+    """Start `supervise daemon` in the background unless one already holds the lock.
+
+    `SUPERVISE_AUTOSTART=0` turns this off (when systemd runs the daemon).
+    """
+    if os.environ.get("SUPERVISE_AUTOSTART", "1") == "0":
+        return
+    if running_pid(paths.daemon_pid) is not None:
+        return
+    paths.ensure()
+    env = {**os.environ, "SUPERVISE_HOME": str(paths.home)}
+    with open(paths.daemon_log, "ab") as log:
+        subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "daemon"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            cwd=paths.home,
+            env=env,
+            start_new_session=True,
+        ).returncode = 0  # it outlives us; never waited for
+
+
+def cmd_run(args: argparse.Namespace, paths: StatePaths) -> int:
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    cmd, trailing = split_trailing_hooks(cmd)
+    if not cmd:
+        raise UserError("no command given; write: supervise run [--hook FILE] -- CMD [ARGS...]")
+    hooks = load_hooks([*args.hook, *trailing])
+    extra_env = _parse_env(args.env)
+    cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
+    # Imported here: SQLModel costs ~0.4 s of start-up that read-only commands skip.
+    from state.db import Store
+    from supervisor.launch import LaunchRequest, launch, resolve_command
+
+    paths.ensure()
+    store = Store(paths.db)
+    req = LaunchRequest(
+        argv=cmd,
+        cwd=cwd,
+        env={**os.environ, **extra_env},
+        hooks=hooks,
+        name=args.name,
+        env_keys=sorted(extra_env),
+    )
+    resolve_command(req.argv, req.cwd, req.env)  # bad input starts nothing, not even a daemon
+    ensure_daemon(paths)
+    row = launch(store, paths, req)
+    if args.detach:
+        if args.json:
+            print(json.dumps({"id": row.id, "pid": row.pid, "name": row.name}))
+        else:
+            print(
+                f"started process {row.id} ({row.name}, pid {row.pid}); "
+                f"supervise logs {row.id} -f to follow"
+            )
+        return 0
+    assert row.id is not None
+    return _attach(paths, row.id, (row.shim_pid, row.shim_started))
+
+
+def _attach(paths: StatePaths, pid: int, shim: tuple[int | None, float | None]) -> int:
+    run = RunDir(paths.run_dir(pid))
+    try:
+        record = follow_output(run, sys.stdout.buffer, shim=shim)
+    except KeyboardInterrupt:
+        err(
+            f"\nsupervise: detached; process {pid} keeps running "
+            f"(supervise logs {pid} -f to follow, supervise stop {pid} to stop)"
+        )
+        return 130
+    if not wait_for_file(run.recorded, RECORD_WAIT_S):
+        err(
+            f"supervise: the daemon has not recorded the end of process {pid} yet "
+            f"(is it running? see {paths.daemon_log}); its hooks fire when it does"
+        )
+    _report_threads(paths, pid)
+    if record is None:
+        err(f"supervise: process {pid} was lost (its shim vanished without an exit record)")
+        return 1
+    if record.signal:
+        err(f"supervise: process {pid} was killed by {record.signal}")
+    return record.exit_code
+
+
+def _report_threads(paths: StatePaths, process_id: int) -> None:
+    for t in Reader(paths.db).threads(process_id):
+        err(
+            f"supervise: hook {t['hook']} ({t['trigger']}) spawned thread t{t['id']} "
+            f"[{t['status']}]; supervise thread show t{t['id']}"
+        )
