@@ -264,3 +264,24 @@ def test_binary_and_invalid_utf8_output(env: Env, daemon: Daemon) -> None:
     env.wait_state(pid, "exited")
     (fire,) = env.fires()
     assert fire["detail"] == "\ufffd\ufffdERR \ufffd"
+
+
+def test_daemon_sigterm_stops_it_and_leaves_processes_running(env: Env, daemon: Daemon) -> None:
+    pid = env.run_d("sleep", "30")["id"]
+    assert daemon.proc is not None
+    proc = daemon.proc
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(10) == 0
+    assert "stopping (supervised processes keep running)" in daemon.log.read_text()
+    assert _alive(_child_pid(env, pid))
+
+
+def test_newer_schema_is_refused_with_a_clear_error(env: Env) -> None:
+    import sqlite3
+
+    env.cli("run", "--", "true", check=True)
+    with sqlite3.connect(env.home / "state.db") as db:
+        db.execute("update meta set value = '99' where key = 'schema_version'")
+    r = env.cli("run", "-d", "--", "true")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "schema version 99 is newer" in r.stderr and "upgrade supervise" in r.stderr
