@@ -5,17 +5,21 @@ neither misses nor repeats a fire.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlmodel import Session, col, select
+from sqlalchemy.engine import Connection
+from sqlmodel import select
 
 from agent_threads.spawn import FireFacts, render_prompt
 from state.db import Store
 from state.errors import StateError
-from state.models import FireRow, HookCounter, ProcessRow, ThreadRow
+from state.models import HookCounter, ProcessRow
 from supervisor.hookspec import Hook, Limits
 from supervisor.limits import Counter, decide, not_before
+
+_PROCESS_COLUMNS = frozenset(ProcessRow.model_fields)  # names safe to put in an UPDATE
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ def commit_fires(
     *,
     limits: Limits,
     expect_offset: int | None,
-    update: Callable[[ProcessRow], None],
+    changes: Mapping[str, Any],
 ) -> tuple[list[Outcome], dict[str, Counter]]:
     """Apply the limits to `events` and record everything in one transaction.
 
@@ -65,14 +69,19 @@ def commit_fires(
         limits: the process's effective limits.
         expect_offset: the saved output offset this work started from; a mismatch means
             another writer moved it, and nothing is written.
-        update: changes to the process row that commit with the fires (offset, exit).
+        changes: columns of the process row that commit with the fires (offset, exit).
 
     Returns:
         What each event became, and the hook counters after them.
     """
-    outcomes: list[Outcome] = []
+    # Plain SQL on the session's connection, not ORM objects or built statements: recovery
+    # commits hundreds of these back to back, and SQLAlchemy's per-statement work was most
+    # of their cost.
     with store.write() as s:
-        row = s.get(ProcessRow, process_id)
+        conn = s.connection()
+        row = conn.exec_driver_sql(
+            "SELECT log_offset, depth FROM process WHERE id = ?", (process_id,)
+        ).first()
         if row is None:
             raise StateError(f"process {process_id} vanished from the state database")
         if expect_offset is not None and row.log_offset != expect_offset:
@@ -81,78 +90,106 @@ def commit_fires(
                 "is a second daemon running on this state directory?"
             )
         counters = {
-            c.hook: c
-            for c in s.exec(select(HookCounter).where(HookCounter.process_id == process_id))
+            r.hook: Counter(r.fires, r.refused)
+            for r in conn.exec_driver_sql(
+                "SELECT hook, fires, refused FROM hook_counter WHERE process_id = ?", (process_id,)
+            )
         }
-        for ev in events:
-            outcomes.append(_apply(s, row, ev, counters, limits))
-        for c in counters.values():
-            s.add(c)
-        update(row)
-        s.add(row)
-    return outcomes, {h: Counter(c.fires, c.refused) for h, c in counters.items()}
+        before = dict(counters)
+        txn = _Txn(conn, process_id, int(row.depth), limits, counters)
+        outcomes = [txn.apply(ev) for ev in events]
+        for hook, c in counters.items():
+            if c != before.get(hook):
+                conn.exec_driver_sql(
+                    "INSERT INTO hook_counter (process_id, hook, fires, refused)"
+                    " VALUES (?, ?, ?, ?) ON CONFLICT (process_id, hook) DO UPDATE"
+                    " SET fires = excluded.fires, refused = excluded.refused",
+                    (process_id, hook, c.fires, c.refused),
+                )
+        if changes:
+            unknown = set(changes) - _PROCESS_COLUMNS
+            if unknown:
+                raise ValueError(f"not columns of process: {sorted(unknown)}")  # our bug
+            cols = ", ".join(f"{name} = ?" for name in changes)
+            conn.exec_driver_sql(
+                f"UPDATE process SET {cols} WHERE id = ?", (*changes.values(), process_id)
+            )
+    return outcomes, counters
 
 
-def _apply(
-    s: Session, row: ProcessRow, ev: FireEvent, counters: dict[str, HookCounter], limits: Limits
-) -> Outcome:
-    assert row.id is not None
-    hc = counters.get(ev.hook.name)
-    if hc is None:
-        hc = counters[ev.hook.name] = HookCounter(process_id=row.id, hook=ev.hook.name)
-    trigger = ev.hook.kind
-    if s.exec(select(FireRow.id).where(FireRow.key == ev.key)).first() is not None:
-        return Outcome(ev.hook.name, trigger, False, "duplicate", None, False)
-    verdict: str
-    reason: str | None
-    if ev.refuse is not None:
-        verdict, reason = "refuse", ev.refuse
-    else:
-        d = decide(Counter(hc.fires, hc.refused), ev.hook.max_spawns, row.depth, limits)
-        hc.fires, hc.refused = d.counter.fires, d.counter.refused
-        verdict, reason = d.verdict, d.reason
-    if verdict == "suppress":
-        return Outcome(ev.hook.name, trigger, False, reason, None, False)
-    fire = FireRow(
-        key=ev.key,
-        process_id=row.id,
-        hook=ev.hook.name,
-        trigger=trigger,
-        at=ev.at,
-        detail=ev.detail,
-        exit_code=ev.exit_code,
-        spawned=verdict == "spawn",
-        reason=reason,
-    )
-    s.add(fire)
-    s.flush()
-    thread_id = None
-    if verdict == "spawn":
-        thread_id = _new_thread(s, row, ev, fire, limits)
-        fire.thread_id = thread_id
-        s.add(fire)
-    return Outcome(ev.hook.name, trigger, verdict == "spawn", reason, thread_id, True)
+@dataclass
+class _Txn:
+    conn: Connection
+    process_id: int
+    depth: int
+    limits: Limits
+    counters: dict[str, Counter]
 
+    def apply(self, ev: FireEvent) -> Outcome:
+        name, trigger = ev.hook.name, ev.hook.kind
+        dup = self.conn.exec_driver_sql("SELECT id FROM fire WHERE key = ?", (ev.key,)).first()
+        if dup is not None:
+            return Outcome(name, trigger, False, "duplicate", None, False)
+        verdict: str
+        reason: str | None
+        if ev.refuse is not None:
+            verdict, reason = "refuse", ev.refuse
+        else:
+            d = decide(
+                self.counters.get(name, Counter()), ev.hook.max_spawns, self.depth, self.limits
+            )
+            self.counters[name] = d.counter
+            verdict, reason = d.verdict, d.reason
+        if verdict == "suppress":
+            return Outcome(name, trigger, False, reason, None, False)
+        spawned = verdict == "spawn"
+        fire_id = self._insert(
+            "INSERT INTO fire (key, process_id, hook, trigger, at, detail, exit_code, spawned,"
+            " reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                ev.key,
+                self.process_id,
+                name,
+                trigger,
+                ev.at,
+                ev.detail,
+                ev.exit_code,
+                spawned,
+                reason,
+            ),
+        )
+        thread_id = None
+        if spawned:
+            thread_id = self._new_thread(ev, fire_id)
+            self.conn.exec_driver_sql(
+                "UPDATE fire SET thread_id = ? WHERE id = ?", (thread_id, fire_id)
+            )
+        return Outcome(name, trigger, spawned, reason, thread_id, True)
 
-def _new_thread(s: Session, row: ProcessRow, ev: FireEvent, fire: FireRow, limits: Limits) -> int:
-    recent = s.exec(
-        select(ThreadRow.not_before)
-        .order_by(col(ThreadRow.not_before).desc())
-        .limit(limits.rate.count)
-    ).all()
-    start = not_before(sorted(recent), ev.at, limits.rate)
-    thread = ThreadRow(
-        process_id=row.id,
-        hook=ev.hook.name,
-        trigger=ev.hook.kind,
-        depth=row.depth + 1,
-        status="queued",
-        created_at=ev.at,
-        not_before=start,
-        prompt=render_prompt(ev.facts),
-        fire_id=fire.id,
-    )
-    s.add(thread)
-    s.flush()
-    assert thread.id is not None
-    return thread.id
+    def _new_thread(self, ev: FireEvent, fire_id: int) -> int:
+        recent = [
+            r[0]
+            for r in self.conn.exec_driver_sql(
+                "SELECT not_before FROM thread ORDER BY not_before DESC LIMIT ?",
+                (self.limits.rate.count,),
+            )
+        ]
+        start = not_before(sorted(recent), ev.at, self.limits.rate)
+        return self._insert(
+            "INSERT INTO thread (process_id, hook, trigger, depth, status, created_at, not_before,"
+            " prompt, fire_id) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
+            (
+                self.process_id,
+                ev.hook.name,
+                ev.hook.kind,
+                self.depth + 1,
+                ev.at,
+                start,
+                render_prompt(ev.facts),
+                fire_id,
+            ),
+        )
+
+    def _insert(self, sql: str, params: tuple[Any, ...]) -> int:
+        cursor = self.conn.exec_driver_sql(sql, params)
+        return int(cursor.lastrowid)

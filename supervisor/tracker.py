@@ -12,6 +12,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from agent_threads.spawn import FireFacts
 from state.db import Store
@@ -207,24 +208,25 @@ class Tracker:
         self,
         events: list[FireEvent],
         res: StepResult,
-        update: Callable[[ProcessRow], None] | None = None,
+        end: dict[str, Any] | None = None,
     ) -> None:
-        pos, archived, punched = self.pos, self.archived, self.punched
-
-        def apply(row: ProcessRow) -> None:
-            row.log_offset, row.log_inode, row.log_head = pos.offset, pos.inode, pos.head
-            row.log_skipping, row.log_archived = pos.skipping, archived
-            row.log_punched = punched
-            if update is not None:
-                update(row)
-
+        pos = self.pos
+        changes = {
+            "log_offset": pos.offset,
+            "log_inode": pos.inode,
+            "log_head": pos.head,
+            "log_skipping": pos.skipping,
+            "log_archived": self.archived,
+            "log_punched": self.punched,
+            **(end or {}),
+        }
         outcomes, self.counters = commit_fires(
             self.store,
             self.id,
             events,
             limits=self.hooks.limits,
             expect_offset=self.saved_offset,
-            update=apply,
+            changes=changes,
         )
         self.saved_offset = pos.offset
         res.outcomes += outcomes
@@ -250,12 +252,19 @@ class Tracker:
                     )
                 )
 
-        def update(row: ProcessRow) -> None:
-            row.state, row.exit_code, row.signal = "exited", record.exit_code, record.signal
-            row.result, row.ended_at = record.result, record.ended_at
-            row.pid, row.shim_pid = row.pid or self.pid, row.shim_pid or self.shim_pid
-
-        self._settle(events, update, res)
+        end = {
+            "state": "exited",
+            "exit_code": record.exit_code,
+            "signal": record.signal,
+            "result": record.result,
+            "ended_at": record.ended_at,
+        }
+        # A process that ended before the CLI wrote its pids: keep what the run dir said.
+        if self.pid is not None:
+            end["pid"] = self.pid
+        if self.shim_pid is not None:
+            end["shim_pid"] = self.shim_pid
+        self._settle(events, end, res)
 
     def _lost(self, res: StepResult) -> None:
         now = self.clock()
@@ -276,15 +285,10 @@ class Tracker:
                     )
                 )
 
-        def update(row: ProcessRow) -> None:
-            row.state, row.result, row.ended_at = "lost", "lost", now
+        self._settle(events, {"state": "lost", "result": "lost", "ended_at": now}, res)
 
-        self._settle(events, update, res)
-
-    def _settle(
-        self, events: list[FireEvent], update: Callable[[ProcessRow], None], res: StepResult
-    ) -> None:
-        self._commit(events, res, update)
+    def _settle(self, events: list[FireEvent], end: dict[str, Any], res: StepResult) -> None:
+        self._commit(events, res, end)
         res.ended = True
         with contextlib.suppress(OSError):  # only a convenience for an attached `run`
             self.run.recorded.touch()
