@@ -95,6 +95,8 @@ class ThreadRow(SQLModel, table=True):
     depth: int
     status: str = Field(default="queued", index=True)
     created_at: float
-    not_before: float  # the shared rate limiter's start time; equals created_at when free
+    # The shared rate limiter's start time (equals created_at when free); indexed: every new
+    # thread looks up the latest starts.
+    not_before: float = Field(index=True)
     prompt: str
     fire_id: int | None = None

@@ -57,6 +57,7 @@ class Daemon:
         self.store = store
         self.clock = clock
         self.trackers: dict[int, Tracker] = {}
+        self.prefetched: dict[int, ProcessRow] = {}
         self.max_log_bytes = max_log_bytes()
         self.pending: dict[int, set[str]] = {}
         self.wake = anyio.Event()
@@ -98,9 +99,11 @@ class Daemon:
         def load() -> list[int]:
             with self.store.read() as s:
                 rows = s.exec(
-                    select(ProcessRow.id).where(col(ProcessRow.state).in_(["starting", "running"]))
+                    select(ProcessRow).where(col(ProcessRow.state).in_(["starting", "running"]))
                 ).all()
-            return [r for r in rows if r is not None]
+            # One query for all: a thousand single-row reads cost seconds at start-up.
+            self.prefetched = {r.id: r for r in rows if r.id is not None}
+            return list(self.prefetched)
 
         ids = await anyio.to_thread.run_sync(load)
         log.info("recovering %d process(es) not known to have ended", len(ids))
@@ -182,8 +185,10 @@ class Daemon:
     def _step(self, pid: int, reasons: set[str]) -> StepResult | None:
         tracker = self.trackers.get(pid)
         if tracker is None:
-            with self.store.read() as s:
-                row = s.get(ProcessRow, pid)
+            row = self.prefetched.pop(pid, None)
+            if row is None:
+                with self.store.read() as s:
+                    row = s.get(ProcessRow, pid)
             if row is None or row.state in ("exited", "lost"):
                 return None
             try:

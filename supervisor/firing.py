@@ -10,12 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.engine import Connection
-from sqlmodel import select
 
 from agent_threads.spawn import FireFacts, render_prompt
 from state.db import Store
 from state.errors import StateError
-from state.models import HookCounter, ProcessRow
+from state.models import ProcessRow
 from supervisor.hookspec import Hook, Limits
 from supervisor.limits import Counter, decide, not_before
 
@@ -47,8 +46,10 @@ class Outcome:
 
 def load_counters(store: Store, process_id: int) -> dict[str, Counter]:
     with store.read() as s:
-        rows = s.exec(select(HookCounter).where(HookCounter.process_id == process_id)).all()
-    return {r.hook: Counter(r.fires, r.refused) for r in rows}
+        rows = s.connection().exec_driver_sql(
+            "SELECT hook, fires, refused FROM hook_counter WHERE process_id = ?", (process_id,)
+        )
+        return {r.hook: Counter(r.fires, r.refused) for r in rows}
 
 
 def commit_fires(
@@ -167,14 +168,17 @@ class _Txn:
         return Outcome(name, trigger, spawned, reason, thread_id, True)
 
     def _new_thread(self, ev: FireEvent, fire_id: int) -> int:
+        rate = self.limits.rate
+        # Only starts inside the window can delay this one (indexed on not_before).
         recent = [
             r[0]
             for r in self.conn.exec_driver_sql(
-                "SELECT not_before FROM thread ORDER BY not_before DESC LIMIT ?",
-                (self.limits.rate.count,),
+                "SELECT not_before FROM thread WHERE not_before > ?"
+                " ORDER BY not_before DESC LIMIT ?",
+                (ev.at - rate.per_seconds, rate.count),
             )
         ]
-        start = not_before(sorted(recent), ev.at, self.limits.rate)
+        start = not_before(sorted(recent), ev.at, rate)
         return self._insert(
             "INSERT INTO thread (process_id, hook, trigger, depth, status, created_at, not_before,"
             " prompt, fire_id) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
