@@ -26,6 +26,7 @@ from state.errors import SuperviseError
 from state.models import ProcessRow
 from state.paths import StatePaths
 from supervisor.daemonlock import DaemonLock
+from supervisor.firing import load_all_counters
 from supervisor.inotify import (
     IN_CLOSE_WRITE,
     IN_CREATE,
@@ -37,6 +38,7 @@ from supervisor.inotify import (
     Event,
     Inotify,
 )
+from supervisor.limits import Counter
 from supervisor.logcap import max_log_bytes
 from supervisor.tracker import StepResult, Tracker
 
@@ -58,6 +60,7 @@ class Daemon:
         self.clock = clock
         self.trackers: dict[int, Tracker] = {}
         self.prefetched: dict[int, ProcessRow] = {}
+        self.prefetched_counters: dict[int, dict[str, Counter]] = {}
         self.max_log_bytes = max_log_bytes()
         self.pending: dict[int, set[str]] = {}
         self.wake = anyio.Event()
@@ -103,6 +106,7 @@ class Daemon:
                 ).all()
             # One query for all: a thousand single-row reads cost seconds at start-up.
             self.prefetched = {r.id: r for r in rows if r.id is not None}
+            self.prefetched_counters = load_all_counters(self.store, list(self.prefetched))
             return list(self.prefetched)
 
         ids = await anyio.to_thread.run_sync(load)
@@ -193,7 +197,12 @@ class Daemon:
                 return None
             try:
                 tracker = self.trackers[pid] = Tracker(
-                    self.store, self.paths, row, clock=self.clock, max_log_bytes=self.max_log_bytes
+                    self.store,
+                    self.paths,
+                    row,
+                    clock=self.clock,
+                    max_log_bytes=self.max_log_bytes,
+                    counters=self.prefetched_counters.pop(pid, None),
                 )
             except FileNotFoundError:
                 return None  # the CLI has not written spec.json yet; its write brings us back

@@ -44,6 +44,20 @@ class Outcome:
     recorded: bool
 
 
+def load_all_counters(store: Store, process_ids: list[int]) -> dict[int, dict[str, Counter]]:
+    """Every listed process's hook counters (empty for none yet), in one query."""
+    out: dict[int, dict[str, Counter]] = {pid: {} for pid in process_ids}
+    with store.read() as s:
+        rows = s.connection().exec_driver_sql(
+            "SELECT process_id, hook, fires, refused FROM hook_counter WHERE process_id IN"
+            " (SELECT id FROM process WHERE state IN ('starting', 'running'))"
+        )
+        for r in rows:
+            if r.process_id in out:
+                out[r.process_id][r.hook] = Counter(r.fires, r.refused)
+    return out
+
+
 def load_counters(store: Store, process_id: int) -> dict[str, Counter]:
     with store.read() as s:
         rows = s.connection().exec_driver_sql(

@@ -54,6 +54,7 @@ class Tracker:
         *,
         clock: Callable[[], float] = time.time,
         max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
+        counters: dict[str, Counter] | None = None,
     ) -> None:
         assert row.id is not None
         self.id = row.id
@@ -79,7 +80,7 @@ class Tracker:
         self.matcher = Matcher(
             [h.trigger.pattern for h in self.match_hooks if isinstance(h.trigger, OnOutputMatch)]
         )
-        self.counters = load_counters(store, self.id)
+        self.counters = load_counters(store, self.id) if counters is None else counters
         self.timeouts_armed = False
 
     # -- facts ---------------------------------------------------------------------------
