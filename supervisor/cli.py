@@ -154,6 +154,8 @@ def _process(paths: StatePaths, process_id: int) -> Row:
 def cmd_logs(args: argparse.Namespace, paths: StatePaths) -> int:
     row = _process(paths, args.id)
     run = RunDir(paths.run_dir(args.id))
+    if not run.output.exists():
+        raise SuperviseError(f"process {args.id} has no output file ({run.output} is gone)")
     out = sys.stdout.buffer
     # Output past max_log_bytes was moved to output.log.1; its place in output.log is a hole.
     offset = row["log_punched"] or 0
