@@ -32,6 +32,16 @@ def wait_until(pred: Callable[[], Any], timeout: float = 10.0, what: str = "cond
         time.sleep(0.02)
 
 
+def match_hook(pattern: str, name: str, max_spawns: int = 1, instructions: str = "x") -> Any:
+    """One on_output_match hook, as a hook file spells it."""
+    return {
+        "name": name,
+        "on_output_match": {"pattern": pattern},
+        "instructions": instructions,
+        "max_spawns": max_spawns,
+    }
+
+
 @dataclass
 class Env:
     home: Path

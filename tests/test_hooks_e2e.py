@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Daemon, Env, wait_until
+from conftest import Daemon, Env, match_hook, wait_until
 
 
 def _hooks(env: Env, body: dict[str, Any], name: str = "hooks.json") -> Path:
@@ -61,19 +61,7 @@ def test_on_exit_fires_with_the_real_code_and_full_prompt(env: Env) -> None:
 
 
 def test_output_match_fires_per_line_up_to_max_spawns(env: Env, daemon: Daemon) -> None:
-    hooks = _hooks(
-        env,
-        {
-            "hooks": [
-                {
-                    "name": "deadlock",
-                    "on_output_match": {"pattern": "deadlock detected"},
-                    "instructions": "Find them.",
-                    "max_spawns": 2,
-                }
-            ]
-        },
-    )
+    hooks = _hooks(env, {"hooks": [match_hook("deadlock detected", "deadlock", 2, "Find them.")]})
     script = (
         "import time\nfor i in range(5):\n    print(f'{i}: ERROR deadlock detected', flush=True)\n"
         "    time.sleep(0.05)\n"
@@ -186,19 +174,7 @@ def test_output_log_is_bounded_without_losing_fires(
     monkeypatch.setenv("SUPERVISE_MAX_LOG_BYTES", str(limit))
     daemon = Daemon(env).start()
     try:
-        hooks = _hooks(
-            env,
-            {
-                "hooks": [
-                    {
-                        "name": "mark",
-                        "on_output_match": {"pattern": "^MARK"},
-                        "instructions": "x",
-                        "max_spawns": 100,
-                    }
-                ]
-            },
-        )
+        hooks = _hooks(env, {"hooks": [match_hook("^MARK", "mark", 100)]})
         script = (
             "import time\n"
             "for i in range(40):\n"

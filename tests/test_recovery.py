@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Daemon, Env, wait_until
+from conftest import Daemon, Env, match_hook, wait_until
 
 
 def _hooks(env: Env, hooks: list[dict[str, Any]], **top: Any) -> Path:
@@ -44,17 +44,7 @@ def test_exit_while_daemon_down_fires_on_restart_with_real_code(env: Env, daemon
 
 
 def test_running_process_resumes_from_saved_offset_exactly_once(env: Env, daemon: Daemon) -> None:
-    hooks = _hooks(
-        env,
-        [
-            {
-                "name": "tick",
-                "on_output_match": {"pattern": "^tick"},
-                "instructions": "x",
-                "max_spawns": 1000,
-            }
-        ],
-    )
+    hooks = _hooks(env, [match_hook("^tick", "tick", 1000)])
     script = (
         "import time\nfor i in range(40):\n    print(f'tick {i}', flush=True)\n    time.sleep(0.05)"
     )
