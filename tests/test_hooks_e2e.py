@@ -251,3 +251,40 @@ def test_truncation_under_the_tailer_restarts_cleanly(env: Env, daemon: Daemon) 
     go.touch()
     env.wait_state(pid, "exited")
     assert [f["detail"].split()[1] for f in env.fires()] == ["one", "two"]
+
+
+BAD_HOOK_FILES = [
+    (
+        "yaml.yaml",
+        "hooks:\n  - on_exit: {exit_codes: [1]\n    instructions: x\n",
+        3,
+        "invalid YAML",
+    ),
+    ("unknown.yaml", "hooks:\n  - on_exits: {}\n    instructions: x\n", 2, "did you mean"),
+    ("type.yaml", "hooks:\n  - on_exit: {exit_codes: '1'}\n    instructions: x\n", 2, "[1]"),
+    (
+        "regex.yaml",
+        "hooks:\n  - on_output_match: {pattern: '(?<=x)y'}\n    instructions: x\n",
+        2,
+        "lookaround",
+    ),
+    (
+        "negative.json",
+        '{"hooks": [\n {"on_timeout": {"seconds": -5}, "instructions": "x"}]}',
+        2,
+        "seconds",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "line", "hint"), BAD_HOOK_FILES)
+def test_bad_hook_files_exit_2_with_file_line_and_launch_nothing(
+    env: Env, name: str, text: str, line: int, hint: str
+) -> None:
+    bad = env.write(name, text)
+    for args in (["hooks", "check", str(bad)], ["run", "-d", "--hook", str(bad), "--", "true"]):
+        r = env.cli(*args)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.startswith(f"{bad}:{line}: ") and hint in r.stderr
+        assert "Traceback" not in r.stderr
+    assert env.ps()["processes"] == []
