@@ -220,6 +220,8 @@ class Daemon:
             return
         for hook, deadline in res.timeouts:
             self._arm_timeout(pid, hook, deadline)
+        if res.recheck_at is not None:
+            self._arm(pid, "liveness", res.recheck_at, "recheck")
         if res.watch_pid is not None and pid not in self.watch_scopes:
             self._watch_pid(pid, res.watch_pid)
 
@@ -237,22 +239,26 @@ class Daemon:
     # -- timeouts --------------------------------------------------------------------------
 
     def _arm_timeout(self, pid: int, hook: str, deadline: float) -> None:
-        if deadline <= self.clock():
-            self.enqueue(pid, f"timeout:{hook}")
+        self._arm(pid, f"timeout:{hook}", deadline, f"timeout:{hook}")
+
+    def _arm(self, pid: int, reason: str, when: float, name: str) -> None:
+        """Enqueue `reason` for process `pid` at `when` (at once if that has passed)."""
+        if when <= self.clock():
+            self.enqueue(pid, reason)
             return
         assert self.scheduler is not None
         self.scheduler.add_job(
-            self._timeout_due,
+            self._due,
             "date",
-            run_date=datetime.fromtimestamp(deadline, UTC),
-            args=[pid, hook],
-            id=f"{pid}:{hook}",
+            run_date=datetime.fromtimestamp(when, UTC),
+            args=[pid, reason],
+            id=f"{pid}:{name}",
             replace_existing=True,
             misfire_grace_time=None,
         )
 
-    async def _timeout_due(self, pid: int, hook: str) -> None:
-        self.enqueue(pid, f"timeout:{hook}")
+    async def _due(self, pid: int, reason: str) -> None:
+        self.enqueue(pid, reason)
 
     # -- a process's end without an exit record -------------------------------------------
 

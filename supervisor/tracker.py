@@ -40,6 +40,7 @@ class StepResult:
     ended: bool = False
     watch_pid: int | None = None  # a pid whose end we must hear about (pidfd)
     timeouts: list[tuple[str, float]] = field(default_factory=list)  # (hook, deadline)
+    recheck_at: float | None = None  # look again then, even if nothing happens
     outcomes: list[Outcome] = field(default_factory=list)
 
 
@@ -122,6 +123,10 @@ class Tracker:
                 self._exited(record, res)
             else:
                 self._lost(res)
+            return res
+        if self.shim_pid is None and self.pid is None:
+            # Recorded but never launched (the CLI died in between): lost once the grace ends.
+            res.recheck_at = self.started_at + STARTING_GRACE_S
             return res
         res.watch_pid = self.shim_pid if is_same(self.shim_pid, self.shim_started) else self.pid
         if not self.timeouts_armed:

@@ -139,3 +139,33 @@ def test_timeout_past_its_deadline_fires_at_restart(
     daemon.start()
     wait_until(env.fires, 5, "timeout fire at restart")
     env.cli("stop", str(pid), "--grace", "1", check=True)
+
+
+def test_a_launch_the_cli_never_finished_becomes_lost(env: Env, daemon: Daemon) -> None:
+    # The CLI recorded the process and its run dir, then died before starting the shim.
+    from state.db import Store
+    from state.models import ProcessRow
+    from supervisor.hookspec import Hook, HookFile, OnExit
+    from supervisor.rundir import RunDir
+    from supervisor.tracker import STARTING_GRACE_S
+
+    store = Store(env.home / "state.db")
+    row = ProcessRow(
+        name="ghost",
+        command="ghost",
+        argv='["ghost"]',
+        cwd=str(env.work),
+        started_at=time.time() - STARTING_GRACE_S + 1.0,
+    )
+    with store.write() as s:
+        s.add(row)
+        s.flush()
+        s.refresh(row)
+    assert row.id is not None
+    run = RunDir(env.home / "runs" / str(row.id))
+    run.path.mkdir()
+    hooks = HookFile(hooks=(Hook("any", OnExit(None), "x"),))
+    run.write_spec({"hooks": hooks.to_json()})
+    p = env.wait_state(row.id, "lost", timeout=10)
+    assert p["result"] == "lost"
+    assert env.fires()[0]["spawned"]
