@@ -55,6 +55,7 @@ def test_on_exit_fires_with_the_real_code_and_full_prompt(env: Env) -> None:
     assert "Instructions: Diagnose it." in prompt
     assert "Related files: migrations/0042.py, tests/test_auth.py" in prompt
     assert "Original thread summary: User asked for JWT." in prompt
+    assert prompt.index("Related files") < prompt.index("Original thread summary")  # as written
     assert "Process output (last 50 lines):" in prompt
     tail = prompt.split("Process output (last 50 lines):\n")[1].splitlines()
     assert tail == [f"  step {i}" for i in range(30, 80)]
