@@ -52,6 +52,9 @@ def head_hash(first: bytes) -> str | None:
     return hashlib.blake2b(first[:_HEAD_BYTES], digest_size=8).hexdigest()
 
 
+_HOLE_HEAD = head_hash(b"\0" * _HEAD_BYTES)
+
+
 def _check_same_file(fd: int, pos: TailPos) -> tuple[TailPos, str | None]:
     st = os.fstat(fd)
     reason = None
@@ -62,8 +65,10 @@ def _check_same_file(fd: int, pos: TailPos) -> tuple[TailPos, str | None]:
     elif (
         pos.head is not None
         and pos.offset > 0
-        and head_hash(os.pread(fd, _HEAD_BYTES, 0)) != pos.head
+        and head_hash(os.pread(fd, _HEAD_BYTES, 0)) not in (pos.head, _HOLE_HEAD)
     ):
+        # A head that reads as zeros is our own punched hole (logcap.py), perhaps punched
+        # just before a crash that kept the new fingerprint from being saved: not a new file.
         reason = "rewritten"
     if reason is not None:
         return TailPos(inode=st.st_ino), reason

@@ -80,3 +80,16 @@ def test_skim_moves_to_the_end_unread(tmp_path: Path) -> None:
     _append(log, b"one\ntwo\npartial")
     got = read_lines(log, TailPos(), final=False, skim=True)
     assert got.data == b"" and got.pos.offset == log.stat().st_size
+
+
+def test_a_punched_head_is_not_a_new_file(tmp_path: Path) -> None:
+    from supervisor.logcap import Punch, punch
+
+    log = tmp_path / "out.log"
+    _append(log, b"".join(b"line %d\n" % i for i in range(2000)))
+    got = read_lines(log, TailPos(), final=False)
+    _append(log, b"after\n")
+    # The daemon punched the head, then died before saving the new fingerprint.
+    punch(log, tmp_path / "out.log.1", Punch(0, 8192), limit=1 << 20)
+    again = read_lines(log, got.pos, final=False)
+    assert again.restarted is None and again.data == b"after\n"
