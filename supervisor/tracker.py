@@ -86,7 +86,8 @@ class Tracker:
 
     # -- facts ---------------------------------------------------------------------------
 
-    def _facts(self, hook: Hook, at: float, tail_end: int | None, **kw: object) -> FireFacts:
+    def _facts(self, hook: Hook, at: float, tail_end: int | None) -> FireFacts:
+        """What every fire of `hook` tells its thread; callers add the trigger's own facts."""
         return FireFacts(
             command=self.command,
             pid=self.pid,
@@ -97,7 +98,6 @@ class Tracker:
             purpose=self.hooks.purpose,
             context=self.hooks.context,
             output_tail=tail_lines(self.run.output, tail_end, floor=self.punched),
-            **kw,  # type: ignore[arg-type]
         )
 
     def _counter(self, hook: Hook) -> Counter:
@@ -194,8 +194,10 @@ class Tracker:
             hook = self.match_hooks[m.pattern]
             text = lines.data[m.start : m.end].decode("utf-8", "replace").rstrip("\r")
             assert isinstance(hook.trigger, OnOutputMatch)
-            facts = self._facts(
-                hook, now, lines.start + m.end + 1, matched_line=text, pattern=hook.trigger.pattern
+            facts = replace(
+                self._facts(hook, now, lines.start + m.end + 1),
+                matched_line=text,
+                pattern=hook.trigger.pattern,
             )
             events.append(
                 FireEvent(
@@ -241,8 +243,10 @@ class Tracker:
         events = []
         for hook in self.hooks.hooks:
             if isinstance(hook.trigger, OnExit) and hook.trigger.accepts(record.exit_code):
-                facts = self._facts(
-                    hook, record.ended_at, None, exit_code=record.exit_code, signal=record.signal
+                facts = replace(
+                    self._facts(hook, record.ended_at, None),
+                    exit_code=record.exit_code,
+                    signal=record.signal,
                 )
                 detail = f"exit code {record.exit_code}" + (
                     f" ({record.signal})" if record.signal else ""
@@ -316,7 +320,7 @@ class Tracker:
         for hook, t in self._timeout_hooks():
             if hook.name in names and self._counter(hook) == Counter():
                 at = self.clock()
-                facts = self._facts(hook, at, None, timeout_s=t.seconds)
+                facts = replace(self._facts(hook, at, None), timeout_s=t.seconds)
                 events.append(
                     FireEvent(
                         hook,
