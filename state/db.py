@@ -19,6 +19,7 @@ from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlmodel import Session, SQLModel, create_engine, select
 
 from state.errors import StateError
+from state.migrate import add_missing_columns
 from state.models import SCHEMA_VERSION, Meta
 from state.settings import busy_timeout
 
@@ -69,6 +70,10 @@ class Store:
                     f"{self.path}: state schema version {row.value} is newer than this "
                     f"supervise understands ({SCHEMA_VERSION}); upgrade supervise"
                 )
+            elif int(row.value) < SCHEMA_VERSION:
+                add_missing_columns(s.connection())
+                row.value = str(SCHEMA_VERSION)
+                s.add(row)
 
     def _guard(self, fn: Callable[[], T]) -> T:
         try:

@@ -45,3 +45,27 @@ class DaemonRunning(SuperviseError):
     """Another daemon already owns this state directory."""
 
     exit_code = 1
+
+
+class ModelError(SuperviseError):
+    """A model provider failed in a way retrying will not fix (bad request, bad reply)."""
+
+
+class ModelAuthError(ModelError):
+    """The provider refused our credentials; the message names the variable to set."""
+
+
+class TransientModelError(ModelError):
+    """429, 5xx, a reset connection or a timeout: worth retrying with backoff.
+
+    Attributes:
+        retry_after: seconds the server asked us to wait, when it said.
+    """
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ThreadStopped(SuperviseError):
+    """A thread's run ends early: cancelled by a person while it was running."""

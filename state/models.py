@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Literal
 
+from sqlalchemy import UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 ProcessState = Literal["starting", "running", "exited", "lost"]
 ThreadStatus = Literal["queued", "running", "waiting_approval", "completed", "failed", "cancelled"]
@@ -84,7 +85,10 @@ class FireRow(SQLModel, table=True):
 
 
 class ThreadRow(SQLModel, table=True):
-    """An agent execution thread; the loop that runs it comes in a later issue."""
+    """An agent execution thread: what started it, where it stands, what it may do.
+
+    Its transcript is the `entry` rows; `status` is the one place its state lives.
+    """
 
     __tablename__ = "thread"
 
@@ -100,3 +104,28 @@ class ThreadRow(SQLModel, table=True):
     not_before: float = Field(index=True)
     prompt: str
     fire_id: int | None = None
+    # Added in schema 2 (the agent loop).
+    model: str | None = None  # chosen for this thread (ask --model, thread retry --model)
+    cwd: str | None = None  # user threads: where their tools run
+    permissions: str | None = None  # user threads: JSON profile (list of layers)
+    error: str | None = None  # why it failed or was cancelled
+    waiting: str | None = None  # waiting_approval: the tool call it wants to make
+    # Model calls since the last start (send, retry); a SQL default: fires insert in plain SQL.
+    turns: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    segment_started_at: float | None = None  # start of the current run: wall-clock budget
+    ended_at: float | None = None
+    parent_thread_id: int | None = None
+
+
+class EntryRow(SQLModel, table=True):
+    """One saved step of a thread's transcript; `seq` orders them within the thread."""
+
+    __tablename__ = "entry"
+    __table_args__ = (UniqueConstraint("thread_id", "seq"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    thread_id: int = Field(index=True, foreign_key="thread.id")
+    seq: int
+    kind: str  # user | assistant | tool_start | tool_result | approval | note
+    at: float
+    data: str  # JSON object

@@ -42,6 +42,11 @@ class StatePaths:
     def daemon_log(self) -> Path:
         return self.home / "daemon.log"
 
+    @property
+    def wake(self) -> Path:
+        """Written by the CLI when it queued work for the daemon's thread runner."""
+        return self.home / "wake"
+
     def run_dir(self, process_id: int) -> Path:
         return self.runs / str(process_id)
 

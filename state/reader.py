@@ -7,6 +7,7 @@ keys are the column names of `state.models`.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -79,3 +80,14 @@ class Reader:
         if process_id is None:
             return self._all("select * from fire order by id")
         return self._all("select * from fire where process_id = ? order by id", process_id)
+
+    def entries(self, thread_id: int, after: int = 0) -> list[Row]:
+        """A thread's transcript entries after seq `after`, `data` decoded."""
+        rows = self._all(
+            "select seq, kind, at, data from entry where thread_id = ? and seq > ? order by seq",
+            thread_id,
+            after,
+        )
+        for r in rows:
+            r["data"] = json.loads(r["data"])
+        return rows

@@ -1,8 +1,15 @@
-"""Settings of the state layer, each resolved in one place: variable, then default."""
+"""Settings, each resolved in one place: `SUPERVISE_*` variable, then settings file, then default."""
 
 from __future__ import annotations
 
 import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from state.errors import UserError
 
 
 def busy_timeout(environ: dict[str, str] | None = None) -> float:
@@ -12,3 +19,103 @@ def busy_timeout(environ: dict[str, str] | None = None) -> float:
         return max(0.1, float(env.get("SUPERVISE_DB_TIMEOUT", "30")))
     except ValueError:
         return 30.0
+
+
+def config_file(environ: Mapping[str, str] | None = None) -> Path:
+    """`$SUPERVISE_CONFIG`, else `$XDG_CONFIG_HOME/supervise/settings.toml`, else ~/.config."""
+    env = os.environ if environ is None else environ
+    if env.get("SUPERVISE_CONFIG"):
+        return Path(env["SUPERVISE_CONFIG"]).expanduser()
+    xdg = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(xdg).expanduser() / "supervise" / "settings.toml"
+
+
+_FILE_KEYS = {
+    "model": "text such as openai:gpt-4.1-mini",
+    "max_threads": "a whole number of threads run at once, e.g. 4",
+    "max_turns": "a whole number of model calls per thread, e.g. 50",
+    "thread_timeout": "seconds a thread may run, e.g. 1800",
+    "stream": "true or false",
+    "rate": "a rate such as 10/minute",
+    "permissions": "a table with allow, ask and deny lists",
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The agent settings, each resolved once: `SUPERVISE_*` variable, then file, then default."""
+
+    model: str | None = None
+    max_threads: int = 4
+    max_turns: int = 50
+    thread_timeout: float = 1800.0
+    stream: bool = True
+    rate: str | None = None
+    permissions: dict[str, Any] = field(default_factory=dict)
+    source: str = "defaults"
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UserError(f"{path}: cannot read settings: {exc}; fix or remove the file") from exc
+    unknown = sorted(set(data) - set(_FILE_KEYS))
+    if unknown:
+        raise UserError(
+            f"{path}: unknown setting {unknown[0]!r}; known settings: {', '.join(_FILE_KEYS)}"
+        )
+    return data
+
+
+def _value(name: str, raw: Any, where: str, kind: type) -> Any:
+    try:
+        if kind is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(text)
+        value = kind(raw)
+        if kind in (int, float) and value <= 0:
+            raise ValueError(raw)
+        return value
+    except (TypeError, ValueError):
+        raise UserError(
+            f"{where}: {name} must be {_FILE_KEYS[name]}, got {raw!r}; fix it"
+        ) from None
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Read the settings once.
+
+    Raises:
+        UserError: a bad value, naming the variable or the file and key.
+    """
+    env = os.environ if environ is None else environ
+    path = config_file(env)
+    data = _read_file(path)
+    kinds: dict[str, type] = {
+        "model": str,
+        "max_threads": int,
+        "max_turns": int,
+        "thread_timeout": float,
+        "stream": bool,
+        "rate": str,
+    }
+    values: dict[str, Any] = {}
+    for name, kind in kinds.items():
+        var = f"SUPERVISE_{name.upper()}"
+        if env.get(var):
+            values[name] = _value(name, env[var], var, kind)
+        elif name in data:
+            values[name] = _value(name, data[name], f"{path}: {name}", kind)
+    perms = data.get("permissions", {})
+    if not isinstance(perms, dict):
+        raise UserError(f"{path}: permissions must be {_FILE_KEYS['permissions']}")
+    return Settings(**values, permissions=perms, source=str(path) if data else "defaults")

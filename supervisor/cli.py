@@ -26,14 +26,21 @@ examples:
   supervise run -d --json -- ./long-job.sh
   supervise ps
   supervise logs 7 -f
-  supervise thread show t3
+  supervise thread show t3            (transcript; -f follows it)
+  supervise approve t3 / deny t3 --reason "not on prod"
+  supervise ask "why did the nightly job fail?"
+  supervise send t3 "now fix it"
   supervise stop 7 --grace 5
   supervise fires
   supervise hooks check hooks.yaml
 state: $SUPERVISE_HOME (default $XDG_STATE_HOME/supervise, else ~/.local/state/supervise)
 `run` starts a daemon when none runs, unless SUPERVISE_AUTOSTART=0.
 SUPERVISE_MAX_LOG_BYTES (default 64 MiB) bounds each output.log on disk; older output moves
-to output.log.1. Exit codes: 0 ok, 1 the thing asked about failed, 2 bad usage or input.
+to output.log.1. Threads: SUPERVISE_MODEL (openai:M, anthropic:M, scripted:FILE),
+SUPERVISE_MAX_THREADS (4), SUPERVISE_MAX_TURNS (50), SUPERVISE_THREAD_TIMEOUT (1800 s),
+SUPERVISE_STREAM (1), SUPERVISE_RATE (10/minute), or the same keys in
+$SUPERVISE_CONFIG (default ~/.config/supervise/settings.toml). Keys: OPENAI_API_KEY,
+OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, read by the daemon. Exit codes: 0 ok, 1 the thing asked about failed, 2 bad usage or input.
 """
 
 
@@ -90,11 +97,48 @@ def _parser() -> argparse.ArgumentParser:
     lg.add_argument("-f", "--follow", action="store_true", help="keep printing until it ends")
     lg.add_argument("-n", "--lines", type=int, metavar="N", help="only the last N lines")
 
-    th = sub.add_parser("thread", help="inspect threads")
+    th = sub.add_parser("thread", help="inspect and retry threads")
     thsub = th.add_subparsers(dest="thread_command", metavar="SUBCOMMAND", required=True)
-    show = thsub.add_parser("show", help="a thread's prompt and transcript")
+    show = thsub.add_parser(
+        "show", help="a thread's prompt, transcript (tool calls, results, decisions) and usage"
+    )
     show.add_argument("id", help="thread id, e.g. t3")
-    show.add_argument("--json", action="store_true")
+    show.add_argument("--json", action="store_true", help="prompt, entries, status, usage")
+    show.add_argument(
+        "-f", "--follow", action="store_true", help="print new entries until the thread settles"
+    )
+    retry = thsub.add_parser("retry", help="run a failed or cancelled thread again")
+    retry.add_argument("id", help="thread id, e.g. t3")
+    retry.add_argument("--model", metavar="M", help="e.g. openai:gpt-4.1-mini")
+
+    ask = sub.add_parser(
+        "ask",
+        help="start a thread with your prompt",
+        description="Start a thread with your prompt (through the shared rate limiter) and "
+        "follow it until it answers, fails or waits for approval. Its tools run here; "
+        "permissions come from the settings file (unlisted tools ask).",
+    )
+    ask.add_argument("prompt", nargs="+", help="what to ask")
+    ask.add_argument("--model", metavar="M", help="provider:name (default: SUPERVISE_MODEL)")
+    _detach_flags(ask)
+
+    snd = sub.add_parser(
+        "send",
+        help="continue a finished or waiting thread with a message",
+        description="Add a message to a finished or waiting thread and run it again. To a "
+        "thread waiting for approval, a message is a refusal of the pending call.",
+    )
+    snd.add_argument("id", help="thread id, e.g. t3")
+    snd.add_argument("message", nargs="+")
+    _detach_flags(snd)
+
+    ap = sub.add_parser("approve", help="let a waiting thread make the call it asked for")
+    ap.add_argument("id", help="thread id, e.g. t3")
+    dn = sub.add_parser("deny", help="refuse a waiting thread's call; the model is told why")
+    dn.add_argument("id", help="thread id, e.g. t3")
+    dn.add_argument("--reason", help="what the model reads")
+    cn = sub.add_parser("cancel", help="stop a thread (its running tool is killed)")
+    cn.add_argument("id", help="thread id, e.g. t3")
 
     st = sub.add_parser("stop", help="stop a process: TERM to its group, KILL after --grace")
     st.add_argument("id", type=int)
@@ -110,6 +154,11 @@ def _parser() -> argparse.ArgumentParser:
     chk = hksub.add_parser("check", help="validate hook files: every error with FILE:LINE")
     chk.add_argument("files", nargs="+", metavar="FILE")
     return p
+
+
+def _detach_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-d", "--detach", action="store_true", help="return at once, print the id")
+    p.add_argument("--json", action="store_true", help='with -d: print {"id": ...}')
 
 
 # -- other commands ---------------------------------------------------------------------------
@@ -185,21 +234,21 @@ def cmd_logs(args: argparse.Namespace, paths: StatePaths) -> int:
     return 0
 
 
-def _thread_id(text: str) -> int:
-    raw = text[1:] if text.lower().startswith("t") else text
-    if not raw.isdigit():
-        raise UserError(f"thread id must look like t3, got {text!r}")
-    return int(raw)
-
-
 def cmd_thread(args: argparse.Namespace, paths: StatePaths) -> int:
-    t = _reader(paths).thread(_thread_id(args.id))
-    if t is None:
-        raise UserError(f"no thread {args.id}; `supervise ps` lists them")
-    print(
-        json.dumps(views.thread_json(t, full=True), indent=1) if args.json else views.thread_text(t)
-    )
-    return 0
+    from supervisor import threadcli
+
+    if args.thread_command == "retry":
+        return threadcli.cmd_retry(args, paths)
+    return threadcli.cmd_thread_show(args, paths)
+
+
+def _threads(name: str) -> Any:
+    def command(args: argparse.Namespace, paths: StatePaths) -> int:
+        from supervisor import threadcli
+
+        return int(getattr(threadcli, name)(args, paths))
+
+    return command
 
 
 def cmd_stop(args: argparse.Namespace, paths: StatePaths) -> int:
@@ -269,6 +318,11 @@ COMMANDS: dict[str, Any] = {
     "ps": cmd_ps,
     "logs": cmd_logs,
     "thread": cmd_thread,
+    "ask": _threads("cmd_ask"),
+    "send": _threads("cmd_send"),
+    "approve": _threads("cmd_approve"),
+    "deny": _threads("cmd_deny"),
+    "cancel": _threads("cmd_cancel"),
     "stop": cmd_stop,
     "fires": cmd_fires,
     "hooks": cmd_hooks,

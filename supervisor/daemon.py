@@ -13,7 +13,7 @@ import os
 import resource
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 import anyio
@@ -21,10 +21,13 @@ from anyio.abc import TaskGroup
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlmodel import col, select
 
+from agent_threads.dispatch import Dispatcher
+from agent_threads.runner import ThreadRunner
 from state.db import Store
 from state.errors import SuperviseError
 from state.models import ProcessRow
 from state.paths import StatePaths
+from state.settings import Settings, load_settings
 from supervisor.daemonlock import DaemonLock
 from supervisor.firing import load_all_counters
 from supervisor.inotify import (
@@ -40,6 +43,7 @@ from supervisor.inotify import (
 )
 from supervisor.limits import Counter
 from supervisor.logcap import max_log_bytes
+from supervisor.threadhost import ThreadHost, make_redact
 from supervisor.tracker import StepResult, Tracker
 
 log = logging.getLogger("supervise.daemon")
@@ -53,9 +57,22 @@ class Daemon:
     """Owns the trackers and the background tasks; `serve()` runs until cancelled."""
 
     def __init__(
-        self, paths: StatePaths, store: Store, *, clock: Callable[[], float] = time.time
+        self,
+        paths: StatePaths,
+        store: Store,
+        *,
+        clock: Callable[[], float] = time.time,
+        settings: Settings | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.paths = paths
+        self.settings = settings or Settings()
+        env = dict(os.environ if env is None else env)
+        host = ThreadHost(store, paths, self.settings, env)
+        runner = ThreadRunner(store, host.prepare, redact=make_redact(env), clock=clock)
+        self.dispatcher = Dispatcher(
+            store, runner.run, concurrency=self.settings.max_threads, clock=clock
+        )
         self.store = store
         self.clock = clock
         self.trackers: dict[int, Tracker] = {}
@@ -67,6 +84,7 @@ class Daemon:
         self.watch_scopes: dict[int, anyio.CancelScope] = {}
         self.inotify = Inotify()
         self.runs_wd = -1
+        self.home_wd = -1
         self.watched: dict[int, int] = {}  # process id -> watch descriptor
         self.wd_pid: dict[int, int] = {}
         self.scheduler: AsyncIOScheduler | None = None
@@ -92,6 +110,7 @@ class Daemon:
                 await self._recover()
                 tg.start_soon(self._read_events)
                 tg.start_soon(self._work)
+                await tg.start(self.dispatcher.serve)
                 task_status.started()
                 log.info("daemon ready on %s (pid %d)", self.paths.home, os.getpid())
         finally:
@@ -119,6 +138,8 @@ class Daemon:
 
     def _watch_runs(self) -> None:
         self.runs_wd = self.inotify.add(str(self.paths.runs), IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)
+        # The CLI writes `wake` after it queued, approved or cancelled a thread.
+        self.home_wd = self.inotify.add(str(self.paths.home), IN_CLOSE_WRITE | IN_MOVED_TO)
 
     def _watch_dir(self, pid: int) -> None:
         if pid in self.watched:
@@ -149,6 +170,10 @@ class Daemon:
             log.warning("inotify queue overflowed; rescanning every tracked process")
             for pid in list(self.watched):
                 self.enqueue(pid)
+            return
+        if ev.wd == self.home_wd:
+            if ev.name == self.paths.wake.name:
+                self.dispatcher.poke()
             return
         if ev.wd == self.runs_wd:
             if ev.name.isdigit():
@@ -211,6 +236,8 @@ class Daemon:
         return tracker.step(check_liveness="liveness" in reasons, timeouts_due=due)
 
     def _after(self, pid: int, res: StepResult) -> None:
+        if any(o.spawned for o in res.outcomes):
+            self.dispatcher.poke()
         for o in res.outcomes:
             if o.recorded:
                 what = f"spawned thread t{o.thread_id}" if o.spawned else f"refused ({o.reason})"
@@ -294,12 +321,13 @@ def _raise_fd_limit() -> None:
 
 def run_daemon(paths: StatePaths) -> int:
     """`supervise daemon`: hold the lock, recover, serve until SIGTERM or SIGINT."""
+    settings = load_settings()
     paths.ensure()
     lock = DaemonLock(paths.daemon_pid)
     lock.acquire()
     _raise_fd_limit()
     store = Store(paths.db)
-    daemon = Daemon(paths, store)
+    daemon = Daemon(paths, store, settings=settings)
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
@@ -328,3 +356,4 @@ def configure_logging(level: int = logging.INFO) -> None:
     # Their per-batch chatter would drown ours.
     logging.getLogger("watchfiles").setLevel(logging.WARNING)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # request lines: noise in our log

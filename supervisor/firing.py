@@ -15,7 +15,7 @@ from agent_threads.spawn import FireFacts, render_prompt
 from state.db import Store
 from state.errors import StateError
 from state.models import ProcessRow
-from supervisor.hookspec import Hook, Limits
+from supervisor.hookspec import Hook, Limits, Rate
 from supervisor.limits import Counter, decide, not_before
 
 _PROCESS_COLUMNS = frozenset(ProcessRow.model_fields)  # names safe to put in an UPDATE
@@ -132,6 +132,19 @@ def commit_fires(
     return outcomes, counters
 
 
+def scheduled_start(conn: Connection, at: float, rate: Rate) -> float:
+    """When a thread created at `at` may start under the limiter all threads share."""
+    # Only starts inside the window can delay this one (indexed on not_before).
+    recent = [
+        r[0]
+        for r in conn.exec_driver_sql(
+            "SELECT not_before FROM thread WHERE not_before > ? ORDER BY not_before DESC LIMIT ?",
+            (at - rate.per_seconds, rate.count),
+        )
+    ]
+    return not_before(sorted(recent), at, rate)
+
+
 @dataclass
 class _Txn:
     conn: Connection
@@ -182,17 +195,7 @@ class _Txn:
         return Outcome(name, trigger, spawned, reason, thread_id, True)
 
     def _new_thread(self, ev: FireEvent, fire_id: int) -> int:
-        rate = self.limits.rate
-        # Only starts inside the window can delay this one (indexed on not_before).
-        recent = [
-            r[0]
-            for r in self.conn.exec_driver_sql(
-                "SELECT not_before FROM thread WHERE not_before > ?"
-                " ORDER BY not_before DESC LIMIT ?",
-                (ev.at - rate.per_seconds, rate.count),
-            )
-        ]
-        start = not_before(sorted(recent), ev.at, rate)
+        start = scheduled_start(self.conn, ev.at, self.limits.rate)
         return self._insert(
             "INSERT INTO thread (process_id, hook, trigger, depth, status, created_at, not_before,"
             " prompt, fire_id) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?)",

@@ -13,10 +13,11 @@ import math
 import re
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agent_threads.permissions import Rule
 from state.errors import HookFileError
 from supervisor.hookspec import (
     Hook,
@@ -46,6 +47,8 @@ _MAX_SECONDS = 10 * 365 * 86400
 _TOP_KEYS = ("purpose", "context", "hooks", "agent", "limits")
 _TRIGGERS = ("on_exit", "on_output_match", "on_timeout")
 _HOOK_KEYS = ("name", *_TRIGGERS, "instructions", "max_spawns")
+_AGENT_KEYS = ("model", "permissions", "max_turns", "timeout", "hooks", "extensions")
+_PROVIDERS = ("openai", "anthropic", "scripted")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -69,7 +72,18 @@ def load_hook_file(path: str | Path) -> HookFile:
         raise HookFileError(
             [f"{name}:{line}: cannot read hook file: not UTF-8 ({exc.reason}); save it as UTF-8"]
         ) from None
-    return parse_hook_text(text, name)
+    return _anchor_script(parse_hook_text(text, name), Path(path))
+
+
+def _anchor_script(hf: HookFile, path: Path) -> HookFile:
+    """A relative `scripted:FILE` model means relative to the hook file, wherever it runs."""
+    model = hf.agent.get("model")
+    if isinstance(model, str) and model.startswith("scripted:"):
+        script = Path(model.removeprefix("scripted:")).expanduser()
+        if not script.is_absolute():
+            agent = {**hf.agent, "model": f"scripted:{path.resolve().parent / script}"}
+            return replace(hf, agent=agent)
+    return hf
 
 
 def parse_hook_text(text: str, filename: str) -> HookFile:
@@ -155,14 +169,48 @@ def _validate(data: Any, r: _Report, sources: tuple[str, ...]) -> HookFile:
     purpose = _text(data, ("purpose",), r, "write purpose: what the process is for")
     context = _mapping(data, "context", r, "write context: {related_files: [a.py]}")
     agent = _mapping(data, "agent", r, "write agent: {model: openai:gpt-4.1-mini}")
-    if "model" in agent and not (isinstance(agent["model"], str) and agent["model"].strip()):
-        r.bad(
-            ("agent", "model"), "must be text", agent["model"], "write model: openai:gpt-4.1-mini"
-        )
+    _check_agent(agent, r)
     limits = _check_limits(data.get("limits"), r)
     hooks = _check_hooks(data.get("hooks"), r)
     r.check()
     return HookFile(hooks, purpose, context, limits, agent, sources)
+
+
+def _check_agent(agent: Mapping[str, Any], r: _Report) -> None:
+    _check_keys(agent, ("agent",), _AGENT_KEYS, r)
+    model = agent.get("model")
+    if model is not None:
+        provider, _, name = str(model).partition(":")
+        if not isinstance(model, str) or provider not in _PROVIDERS or not name.strip():
+            fix = "write model: openai:gpt-4.1-mini (or anthropic:NAME, scripted:FILE)"
+            r.bad(("agent", "model"), "must be provider:name", model, fix)
+    _count(agent, ("agent", "max_turns"), r, low=1, eg=50)
+    timeout = agent.get("timeout")
+    if timeout is not None and not (
+        isinstance(timeout, int | float)
+        and not isinstance(timeout, bool)
+        and 0 < timeout <= _MAX_SECONDS
+    ):
+        r.bad(("agent", "timeout"), "must be seconds above 0", timeout, "write timeout: 1800")
+    perms = agent.get("permissions")
+    if perms is None:
+        return
+    if not isinstance(perms, Mapping):
+        fix = "write permissions: {allow: [Read], ask: [Edit], deny: ['Bash(rm:*)']}"
+        r.bad(("agent", "permissions"), "must be a mapping", perms, fix)
+        return
+    for key, rules in perms.items():
+        if key not in ("allow", "ask", "deny"):
+            continue  # reported below with the key's line
+        if not isinstance(rules, list | tuple):
+            r.bad(("agent", "permissions", key), "must be a list of rules", rules, "write [Read]")
+            continue
+        for i, rule in enumerate(rules):
+            try:
+                Rule.parse(rule if isinstance(rule, str) else repr(rule))
+            except ValueError as exc:
+                r.add(("agent", "permissions", key, i), f"agent.permissions.{key}[{i}]: {exc}")
+    _check_keys(perms, ("agent", "permissions"), ("allow", "ask", "deny"), r)
 
 
 def _check_surrogates(data: Mapping[str, Any], r: _Report) -> None:

@@ -94,6 +94,21 @@ def ensure_daemon(paths: StatePaths) -> None:
         ).returncode = 0  # it outlives us; never waited for
 
 
+def default_model(cwd: Path, given: str | None = None) -> str | None:
+    """The model named by `given`, else the settings; a relative script path made absolute."""
+    from agent_threads.models.resolve import check_name
+    from state.settings import load_settings
+
+    name = given or load_settings().model
+    if name is None:
+        return None
+    check_name(name)
+    if name.startswith("scripted:"):
+        script = Path(name.removeprefix("scripted:")).expanduser()
+        return f"scripted:{cwd / script}"
+    return name
+
+
 def cmd_run(args: argparse.Namespace, paths: StatePaths) -> int:
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
@@ -117,6 +132,9 @@ def cmd_run(args: argparse.Namespace, paths: StatePaths) -> int:
         hooks=hooks,
         name=args.name,
         env_keys=sorted(extra_env),
+        # The CLI's SUPERVISE_MODEL (or settings file) is the fallback for this run's threads:
+        # the daemon may have been started from another shell.
+        extra={"model_default": default_model(cwd)},
     )
     resolve_command(req.argv, req.cwd, req.env)  # bad input starts nothing, not even a daemon
     ensure_daemon(paths)

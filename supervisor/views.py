@@ -42,7 +42,9 @@ def process_json(p: Row) -> dict[str, Any]:
     }
 
 
-def thread_json(t: Row, *, full: bool = False) -> dict[str, Any]:
+def thread_json(
+    t: Row, *, full: bool = False, entries: Sequence[Row] | None = None
+) -> dict[str, Any]:
     data: dict[str, Any] = {
         "id": thread_ref(t["id"]),
         "process_id": t["process_id"],
@@ -52,11 +54,32 @@ def thread_json(t: Row, *, full: bool = False) -> dict[str, Any]:
         "status": t["status"],
         "created_at": iso(t["created_at"]),
         "not_before": iso(t["not_before"]),
+        "ended_at": iso(t["ended_at"]),
+        "model": t["model"],
+        "waiting": t["waiting"],
+        "error": t["error"],
+        "turns": t["turns"],
     }
     if full:
+        items = list(entries or [])
         data["prompt"] = t["prompt"]
-        data["entries"] = []
+        data["entries"] = [
+            {"seq": e["seq"], "kind": e["kind"], "at": iso(e["at"]), **e["data"]} for e in items
+        ]
+        data["usage"] = usage_json(items)
     return data
+
+
+def usage_json(entries: Sequence[Row]) -> dict[str, int]:
+    """Tokens over all model replies, as the providers reported them."""
+    total = {"input_tokens": 0, "output_tokens": 0, "model_calls": 0}
+    for e in entries:
+        if e["kind"] == "assistant":
+            total["model_calls"] += 1
+            u = e["data"].get("usage") or {}
+            total["input_tokens"] += int(u.get("input_tokens", 0))
+            total["output_tokens"] += int(u.get("output_tokens", 0))
+    return total
 
 
 def fire_json(f: Row) -> dict[str, Any]:
@@ -118,6 +141,7 @@ def thread_table(rows: Sequence[Row], now: float) -> str:
         status = t["status"]
         if status == "queued" and t["not_before"] > now + 0.5:
             status = f"queued until {local(t['not_before'])}"
+        detail = t["waiting"] or t["error"] or ""
         body.append(
             [
                 thread_ref(t["id"]) or "",
@@ -127,9 +151,11 @@ def thread_table(rows: Sequence[Row], now: float) -> str:
                 str(t["depth"]),
                 status,
                 local(t["created_at"]),
+                _clip(detail, 70),
             ]
         )
-    return table(["ID", "PROCESS", "HOOK", "TRIGGER", "DEPTH", "STATUS", "CREATED"], body)
+    headers = ["ID", "PROCESS", "HOOK", "TRIGGER", "DEPTH", "STATUS", "CREATED", "DETAIL"]
+    return table(headers, body)
 
 
 def fire_table(rows: Sequence[Row]) -> str:
@@ -152,17 +178,87 @@ def fire_table(rows: Sequence[Row]) -> str:
     return table(["ID", "PROCESS", "HOOK", "TRIGGER", "AT", "OUTCOME", "DETAIL"], body)
 
 
-def thread_text(t: Row) -> str:
-    head = [
-        f"thread {thread_ref(t['id'])}  status {t['status']}  depth {t['depth']}",
-        f"process {t['process_id']}  hook {t['hook']}  trigger {t['trigger']}",
+def thread_head(t: Row) -> str:
+    where = (
+        f"process {t['process_id']}  hook {t['hook']}  trigger {t['trigger']}"
+        if t["process_id"] is not None
+        else f"trigger {t['trigger']} (asked by a person)"
+    )
+    lines = [
+        f"thread {thread_ref(t['id'])}  status {t['status']}  depth {t['depth']}"
+        + (f"  model {t['model']}" if t["model"] else ""),
+        where,
         f"created {iso(t['created_at'])}  not before {iso(t['not_before'])}",
+    ]
+    if t["waiting"]:
+        lines.append(f"waiting for approval to run {t['waiting']}")
+    if t["error"]:
+        lines.append(f"error: {t['error']}")
+    return "\n".join(lines)
+
+
+def _indent(text: str, limit: int | None) -> list[str]:
+    lines = text.rstrip("\n").split("\n") if text else []
+    if limit is not None and len(lines) > limit:
+        lines = [*lines[:limit], f"… ({len(lines) - limit} more lines; thread show has all)"]
+    return [f"    {ln}" for ln in lines]
+
+
+def _args(arguments: dict[str, Any]) -> str:
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+def entry_lines(e: Row, *, full: bool = True) -> list[str]:
+    """How one transcript entry reads for a person."""
+    d, kind = e["data"], e["kind"]
+    limit = None if full else 12
+    if kind == "user":
+        return [f"[{local(e['at'])}] user:", *_indent(str(d["text"]), limit)]
+    if kind == "assistant":
+        out = [f"[{local(e['at'])}] assistant ({d.get('model', '?')}):"]
+        out += _indent(str(d.get("content") or ""), limit)
+        out += [f"  -> {c['name']} {_args(c.get('arguments') or {})}" for c in d["tool_calls"]]
+        return out
+    if kind == "tool_result":
+        head = f"  <- {d['name']} [{d['status']}]"
+        return [head, *_indent(str(d["output"]), limit)]
+    if kind == "approval":
+        by = "a person" if d.get("by") == "user" else "the permission rules"
+        words = {"ask": "needs approval", "approved": "approved", "denied": "denied"}
+        why = f": {d['reason']}" if d.get("reason") else ""
+        return [f"  ?? {d['name']} {words.get(d['decision'], d['decision'])} by {by}{why}"]
+    if kind == "note":
+        return [f"  -- {d['text']}"]
+    if kind == "tool_start":
+        return [] if not full else [f"  .. {d['name']} started"]
+    return [f"  {kind}: {_args(d)}"]
+
+
+def thread_text(t: Row, entries: Sequence[Row]) -> str:
+    u = usage_json(entries)
+    lines = [
+        thread_head(t),
+        f"usage: {u['model_calls']} model calls, {u['input_tokens']} input tokens, "
+        f"{u['output_tokens']} output tokens",
         "",
         "--- prompt ---",
         t["prompt"].rstrip("\n"),
         "--- transcript ---",
-        "(no entries yet: the agent loop that runs queued threads is not built yet)"
-        if t["status"] == "queued"
-        else "(no entries)",
     ]
-    return "\n".join(head)
+    for e in entries:
+        lines += entry_lines(e)
+    if not entries:
+        lines.append("(no entries yet)")
+    final = _final_answer(t, entries)
+    if final is not None:
+        lines += ["--- final answer ---", final]
+    return "\n".join(lines)
+
+
+def _final_answer(t: Row, entries: Sequence[Row]) -> str | None:
+    if t["status"] != "completed":
+        return None
+    for e in reversed(entries):
+        if e["kind"] == "assistant":
+            return str(e["data"].get("content") or "(no text)")
+    return None

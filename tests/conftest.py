@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +46,16 @@ def match_hook(pattern: str, name: str, max_spawns: int = 1, instructions: str =
 class Env:
     home: Path
     work: Path
+    extra: dict[str, str] = field(default_factory=dict)  # more variables for CLI and daemon
 
     @property
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         env["SUPERVISE_HOME"] = str(self.home)
         env["PYTHONPATH"] = str(ROOT)
+        # No developer settings file: each test starts from the defaults.
+        env["SUPERVISE_CONFIG"] = str(self.home / "no-settings.toml")
+        env.update(self.extra)
         return env
 
     def cli(
@@ -162,7 +166,9 @@ def _kill_supervised(home: Path) -> None:
 @pytest.fixture(autouse=True)
 def _clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
     # A developer's own SUPERVISE_* settings must not leak into the tests.
-    for key in [k for k in os.environ if k.startswith("SUPERVISE_")]:
+    # Nor a real API key or endpoint: model tests talk to a local server only.
+    prefixes = ("SUPERVISE_", "OPENAI_", "ANTHROPIC_")
+    for key in [k for k in os.environ if k.startswith(prefixes)]:
         monkeypatch.delenv(key)
 
 

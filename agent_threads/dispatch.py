@@ -1,0 +1,146 @@
+"""Dispatch: which queued thread runs when. In-process today, behind a small interface.
+
+A thread is claimed (queued -> running) in one UPDATE, so two dispatchers could never run
+it twice; a run is `run(thread_id, resumed)`, which is all the loop needs. When dispatch
+moves to a durable engine (DBOS over PostgreSQL: workflow id = thread id, its queues for
+concurrency and rate), `ThreadRunner.run` stays as it is.
+
+Event-driven: a new thread, a person's approve/send/cancel or a finished run sets `wake`;
+the only timer is the next queued thread's not-before time.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable
+
+import anyio
+from anyio.abc import TaskGroup
+
+from state.db import Store
+
+log = logging.getLogger("supervise.threads")
+
+IDLE_WAIT_S = 3600.0  # with nothing queued: wake for events only (this bounds the wait)
+
+RunFn = Callable[[int, bool], Awaitable[None]]
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        store: Store,
+        run: RunFn,
+        *,
+        concurrency: int = 4,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.run = run
+        self.concurrency = max(1, concurrency)
+        self.clock = clock
+        self.wake = anyio.Event()
+        self.active: dict[int, anyio.CancelScope] = {}
+
+    def poke(self) -> None:
+        """Something changed: look at the queue again."""
+        self.wake.set()
+
+    async def serve(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        async with anyio.create_task_group() as tg:
+            for tid in await anyio.to_thread.run_sync(self._recover):
+                self._start(tg, tid, resumed=True)
+            task_status.started()
+            while True:
+                await self._reconcile()
+                free = self.concurrency - len(self.active)
+                claimed: list[int] = []
+                if free > 0:
+                    claimed = await anyio.to_thread.run_sync(self._claim, free)
+                for tid in claimed:
+                    self._start(tg, tid, resumed=False)
+                due = await anyio.to_thread.run_sync(self._next_due)
+                wait = IDLE_WAIT_S if due is None else max(0.0, due - self.clock())
+                if free - len(claimed) <= 0:
+                    wait = IDLE_WAIT_S  # full: a finished run wakes us
+                with anyio.move_on_after(min(wait, IDLE_WAIT_S) + 0.005):
+                    await self.wake.wait()
+                self.wake = anyio.Event()
+
+    def _start(self, tg: TaskGroup, thread_id: int, *, resumed: bool) -> None:
+        scope = anyio.CancelScope()
+        self.active[thread_id] = scope
+        tg.start_soon(self._one, thread_id, resumed, scope)
+
+    async def _one(self, thread_id: int, resumed: bool, scope: anyio.CancelScope) -> None:
+        try:
+            with scope:
+                await self.run(thread_id, resumed)
+        except Exception:
+            # Our bug: keep serving the others; the thread stays `running` and is resumed
+            # from its entries when the daemon restarts.
+            log.exception("thread t%d: the runner failed", thread_id)
+        finally:
+            self.active.pop(thread_id, None)
+            self.poke()
+
+    async def _reconcile(self) -> None:
+        """Cancel the runs of threads a person cancelled from the CLI."""
+        if not self.active:
+            return
+        ids = list(self.active)
+
+        def statuses() -> dict[int, str]:
+            marks = ", ".join("?" * len(ids))
+            with self.store.read() as s:
+                rows = s.connection().exec_driver_sql(
+                    f"SELECT id, status FROM thread WHERE id IN ({marks})", tuple(ids)
+                )
+                return {int(r[0]): str(r[1]) for r in rows}
+
+        for tid, status in (await anyio.to_thread.run_sync(statuses)).items():
+            if status != "running" and tid in self.active:
+                log.info("thread t%d is %s: stopping its run", tid, status)
+                self.active[tid].cancel()
+
+    def _recover(self) -> list[int]:
+        """Threads that were running when the daemon stopped: resume up to the limit."""
+        with self.store.write() as s:
+            conn = s.connection()
+            ids = [
+                int(r[0])
+                for r in conn.exec_driver_sql(
+                    "SELECT id FROM thread WHERE status = 'running' ORDER BY id"
+                )
+            ]
+            keep, back = ids[: self.concurrency], ids[self.concurrency :]
+            for tid in back:
+                conn.exec_driver_sql("UPDATE thread SET status = 'queued' WHERE id = ?", (tid,))
+        if ids:
+            log.info("resuming %d thread(s) that were running", len(keep))
+        return keep
+
+    def _claim(self, n: int) -> list[int]:
+        now = self.clock()
+        with self.store.write() as s:
+            rows = s.connection().exec_driver_sql(
+                "UPDATE thread SET status = 'running',"
+                " segment_started_at = COALESCE(segment_started_at, ?)"
+                " WHERE id IN (SELECT id FROM thread WHERE status = 'queued' AND not_before <= ?"
+                " ORDER BY not_before, id LIMIT ?) RETURNING id",
+                (now, now, n),
+            )
+            return sorted(int(r[0]) for r in rows)
+
+    def _next_due(self) -> float | None:
+        with self.store.read() as s:
+            due = (
+                s.connection()
+                .exec_driver_sql("SELECT MIN(not_before) FROM thread WHERE status = 'queued'")
+                .scalar()
+            )
+        return None if due is None or math.isnan(due) else float(due)

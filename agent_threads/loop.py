@@ -1,0 +1,236 @@
+"""The agent loop: run one thread from its saved entries until it ends or must wait.
+
+Explicit steps, each decided by `entries.next_step` from what is saved and each saved before
+the next one starts: a loop killed at any instant resumes from its entries. A tool call that
+was in flight is reported as interrupted, never silently re-run.
+
+This module knows nothing of where threads come from or how they are scheduled (that is
+`dispatch.py`); everything it uses arrives in `LoopConfig`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from agent_threads.chat import Model, Reply, ToolCall
+from agent_threads.entries import (
+    AwaitApproval,
+    CallModel,
+    CheckCall,
+    Entry,
+    Finish,
+    Interrupted,
+    RefuseCall,
+    RunApproved,
+    call_json,
+    next_step,
+    to_messages,
+)
+from agent_threads.journal import Journal
+from agent_threads.models.retry import complete_with_retry
+from agent_threads.permissions import Profile, subject
+from agent_threads.tools.base import Tool, ToolContext, ToolResult
+from agent_threads.tools.registry import call_tool
+from state.errors import ModelAuthError, ModelError, TransientModelError
+
+log = logging.getLogger("supervise.threads")
+
+BASE_PROMPT = """\
+You are an execution thread of `supervise`, a process supervisor. Something happened to a \
+supervised process (or a person asked you something), and you were started to deal with it.
+Use the tools to look before you act. A tool call may be denied or need a person's \
+approval; a denial is an answer, not an error: adapt. Do only what your instructions ask.
+When you are done, reply without tool calls: a short final answer saying what you found \
+and what you did.
+"""
+
+INTERRUPTED = (
+    "This tool call was interrupted: the supervisor stopped while it ran, and it was NOT "
+    "run again. Its effects may be partial; check them before you retry it."
+)
+
+
+@dataclass
+class LoopConfig:
+    """Everything one run of the loop uses."""
+
+    model: Model
+    tools: Mapping[str, Tool]
+    profile: Profile
+    ctx: ToolContext
+    system: str
+    max_turns: int = 50
+    budget_s: float = 1800.0
+    clock: Callable[[], float] = time.time
+    retry_sleep: Callable[[float], Awaitable[None]] = anyio.sleep
+    retry_attempts: int = 5
+
+
+@dataclass(frozen=True)
+class LoopEnd:
+    status: str  # completed | failed | waiting_approval
+    error: str | None = None
+    waiting: str | None = None
+
+
+def describe_call(call: ToolCall) -> str:
+    """What a waiting thread wants to run, for `ps` and the approve prompt."""
+    subj = subject(call.name, call.arguments)
+    text = subj if subj is not None else json.dumps(call.arguments, ensure_ascii=False)
+    text = " ".join(text.split())
+    return f"{call.name}({text[:200] + '…' if len(text) > 200 else text})"
+
+
+@dataclass
+class _Run:
+    journal: Journal
+    cfg: LoopConfig
+    entries: list[Entry] = field(default_factory=list)
+    turns: int = 0
+
+    async def save(self, kind: str, data: dict[str, Any]) -> None:
+        entry = await anyio.to_thread.run_sync(self.journal.append, kind, data)
+        self.entries.append(entry)
+
+    async def result(self, call: ToolCall, res: ToolResult, status: str) -> None:
+        data: dict[str, Any] = {
+            "call_id": call.id,
+            "name": call.name,
+            "output": res.output,
+            "is_error": res.is_error,
+            "status": status,
+        }
+        if res.data is not None:
+            data["data"] = res.data
+        await self.save("tool_result", data)
+
+    async def step(self) -> LoopEnd | None:
+        """Carry out the next step; a LoopEnd when the run is over."""
+        step = next_step(self.entries)
+        if isinstance(step, Finish):
+            return LoopEnd("completed")
+        if isinstance(step, CallModel):
+            return await self.call_model()
+        if isinstance(step, Interrupted):
+            await self.result(step.call, ToolResult(INTERRUPTED, is_error=True), "interrupted")
+        elif isinstance(step, AwaitApproval):
+            return LoopEnd("waiting_approval", waiting=describe_call(step.call))
+        elif isinstance(step, RefuseCall):
+            why = f": {step.reason}" if step.reason else ""
+            text = f"A person denied this call{why}. Do not retry it as is."
+            await self.result(step.call, ToolResult(text, is_error=True), "denied")
+        elif isinstance(step, RunApproved):
+            await self.run_tool(step.call)
+        elif isinstance(step, CheckCall):
+            return await self.check(step.call)
+        return None
+
+    async def call_model(self) -> LoopEnd | None:
+        cfg = self.cfg
+        if self.turns >= cfg.max_turns:
+            why = (
+                f"max_turns ({cfg.max_turns}) reached: the thread made {self.turns} model "
+                "calls without finishing; `supervise send` continues it"
+            )
+            await self.save("note", {"text": why})
+            return LoopEnd("failed", error=why)
+        tools = [t.spec() for t in cfg.tools.values()]
+        try:
+            reply = await complete_with_retry(
+                cfg.model,
+                cfg.system,
+                to_messages(self.entries),
+                tools,
+                attempts=cfg.retry_attempts,
+                sleep=cfg.retry_sleep,
+                on_retry=self._on_retry,
+            )
+        except ModelAuthError as exc:
+            return LoopEnd("failed", error=str(exc))
+        except TransientModelError as exc:
+            return LoopEnd(
+                "failed",
+                error=f"{cfg.model.name} kept failing after {cfg.retry_attempts} attempts: "
+                f"{exc}; `supervise thread retry` runs it again",
+            )
+        except ModelError as exc:
+            return LoopEnd("failed", error=f"{cfg.model.name}: {exc}")
+        await self.save("assistant", _reply_json(reply, cfg.model.name))
+        self.turns += 1
+        return None
+
+    def _on_retry(self, attempt: int, exc: TransientModelError, delay: float) -> None:
+        log.warning(
+            "thread t%d: %s (attempt %d); retrying in %.1fs",
+            self.journal.thread_id,
+            exc,
+            attempt,
+            delay,
+        )
+
+    async def check(self, call: ToolCall) -> LoopEnd | None:
+        tool = self.cfg.tools.get(call.name)
+        if tool is None:
+            names = ", ".join(sorted(self.cfg.tools))
+            text = f"Unknown tool {call.name!r}. Available tools: {names}."
+            await self.result(call, ToolResult(text, is_error=True), "error")
+            return None
+        if call.invalid is not None:
+            text = f"The arguments were not a JSON object: {call.invalid[:500]!r}. Send an object."
+            await self.result(call, ToolResult(text, is_error=True), "error")
+            return None
+        verdict = self.cfg.profile.check(call.name, call.arguments)
+        approval = {"call_id": call.id, "name": call.name, "by": "rule", "reason": verdict.reason}
+        if verdict.rule is not None:
+            approval["rule"] = verdict.rule
+        if verdict.decision == "deny":
+            await self.save("approval", {**approval, "decision": "denied"})
+            text = f"Permission denied: {verdict.reason}. Do not retry it; find another way."
+            await self.result(call, ToolResult(text, is_error=True), "denied")
+        elif verdict.decision == "ask":
+            await self.save("approval", {**approval, "decision": "ask"})
+            return LoopEnd("waiting_approval", waiting=describe_call(call))
+        else:
+            await self.run_tool(call)
+        return None
+
+    async def run_tool(self, call: ToolCall) -> None:
+        await self.save("tool_start", {"call_id": call.id, "name": call.name})
+        res = await call_tool(self.cfg.tools[call.name], call.arguments, self.cfg.ctx)
+        await self.result(call, res, "error" if res.is_error else "ok")
+
+
+def _reply_json(reply: Reply, model: str) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "content": reply.content,
+        "tool_calls": [call_json(c) for c in reply.tool_calls],
+        "model": model,
+    }
+    if reply.usage is not None:
+        data["usage"] = {
+            "input_tokens": reply.usage.input_tokens,
+            "output_tokens": reply.usage.output_tokens,
+        }
+    if reply.stop_reason:
+        data["stop_reason"] = reply.stop_reason
+    return data
+
+
+async def run_loop(journal: Journal, cfg: LoopConfig, entries: list[Entry], turns: int) -> LoopEnd:
+    """Run from `entries` until the thread ends, waits, or uses up its budget.
+
+    Raises:
+        ThreadStopped: the thread was cancelled while it ran.
+    """
+    run = _Run(journal, cfg, list(entries), turns)
+    while True:
+        end = await run.step()
+        if end is not None:
+            return end

@@ -1,0 +1,103 @@
+"""Running one thread: prepare its loop, run it within its budget, record how it ended.
+
+The wiring that knows about processes and hook files (which model, which permissions, the
+RunProcess launcher) is passed in as `prepare`, so this package never imports the
+supervisor.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import anyio
+
+from agent_threads.journal import Journal, Redact, ThreadInfo
+from agent_threads.loop import LoopConfig, LoopEnd, run_loop
+from state.db import Store
+from state.errors import SuperviseError, ThreadStopped
+
+log = logging.getLogger("supervise.threads")
+
+HOOK_KICKOFF = (
+    "The process hook described in your instructions has fired. Deal with it as they say."
+)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A thread ready to run: its loop's configuration and its opening message."""
+
+    cfg: LoopConfig
+    first_message: str = HOOK_KICKOFF
+
+
+Prepare = Callable[[ThreadInfo], Prepared]
+
+
+class ThreadRunner:
+    """Runs threads by id; `run` never raises for a thread's own failure."""
+
+    def __init__(
+        self,
+        store: Store,
+        prepare: Prepare,
+        *,
+        redact: Redact = lambda s: s,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.prepare = prepare
+        self.redact = redact
+        self.clock = clock
+
+    async def run(self, thread_id: int, resumed: bool) -> None:
+        journal = Journal(self.store, thread_id, redact=self.redact, clock=self.clock)
+        try:
+            end = await self._run(journal, resumed)
+            done = await anyio.to_thread.run_sync(
+                lambda: journal.finish(end.status, error=end.error, waiting=end.waiting)
+            )
+            if done:
+                log.info("thread t%d: %s%s", thread_id, end.status, _why(end))
+        except ThreadStopped as exc:
+            log.info("thread t%d stopped: %s", thread_id, exc)
+
+    async def _run(self, journal: Journal, resumed: bool) -> LoopEnd:
+        info = await anyio.to_thread.run_sync(journal.info)
+        try:
+            prepared = await anyio.to_thread.run_sync(self.prepare, info)
+        except SuperviseError as exc:
+            return LoopEnd("failed", error=str(exc))
+        cfg = prepared.cfg
+        await anyio.to_thread.run_sync(journal.record_model, cfg.model.name)
+        entries = await anyio.to_thread.run_sync(journal.entries)
+        if not entries:
+            entries = [
+                await anyio.to_thread.run_sync(
+                    journal.append, "user", {"text": prepared.first_message}
+                )
+            ]
+        elif resumed:
+            note = "resumed from the saved transcript after the daemon restarted"
+            entries.append(await anyio.to_thread.run_sync(journal.append, "note", {"text": note}))
+        started = info.segment_started_at or self.clock()
+        left = started + cfg.budget_s - self.clock()
+        with anyio.move_on_after(max(left, 0.0)):
+            return await run_loop(journal, cfg, entries, info.turns)
+        why = (
+            f"wall-clock budget of {cfg.budget_s:g}s used up (agent.timeout or "
+            "SUPERVISE_THREAD_TIMEOUT); `supervise thread retry` runs it again"
+        )
+        await anyio.to_thread.run_sync(journal.append, "note", {"text": why})
+        return LoopEnd("failed", error=why)
+
+
+def _why(end: LoopEnd) -> str:
+    if end.error:
+        return f" ({end.error})"
+    if end.waiting:
+        return f" (wants {end.waiting})"
+    return ""

@@ -1,0 +1,1 @@
+"""The tools a thread can call."""

@@ -1,0 +1,309 @@
+"""The thread commands: ask, send, approve, deny, cancel, thread show/retry.
+
+They write what a person decided (a message, an approval) as entries, requeue the thread,
+and wake the daemon by writing its `wake` file; the daemon's runner does the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from watchfiles import watch
+
+from state.errors import UserError
+from state.paths import StatePaths
+from state.reader import Reader, Row
+from supervisor import views
+from supervisor.running import default_model, ensure_daemon, err
+
+SETTLED = ("completed", "failed", "cancelled", "waiting_approval")
+_TICK_MS = 2000
+
+
+def thread_id(text: str) -> int:
+    raw = text[1:] if text.lower().startswith("t") else text
+    if not raw.isdigit():
+        raise UserError(f"thread id must look like t3, got {text!r}")
+    return int(raw)
+
+
+def wake(paths: StatePaths) -> None:
+    """Tell the daemon its thread queue changed (inotify on the state directory)."""
+    with open(paths.wake, "w") as f:
+        f.write(str(time.time()))
+
+
+def _store(paths: StatePaths) -> Any:
+    from state.db import Store  # SQLModel: only the commands that write pay its import
+
+    paths.ensure()
+    return Store(paths.db)
+
+
+def _thread(paths: StatePaths, tid: int) -> Row:
+    paths.ensure()
+    row = Reader(paths.db).thread(tid)
+    if row is None:
+        raise UserError(f"no thread t{tid}; `supervise ps` lists them")
+    return row
+
+
+# -- ask -----------------------------------------------------------------------------------
+
+
+def cmd_ask(args: argparse.Namespace, paths: StatePaths) -> int:
+    from agent_threads.permissions import Layer, Profile
+    from state.settings import load_settings
+    from supervisor.firing import scheduled_start
+    from supervisor.hookspec import DEFAULT_RATE, Rate
+
+    text = " ".join(args.prompt).strip()
+    if not text:
+        raise UserError('the prompt is empty; write: supervise ask "why did the job fail?"')
+    settings = load_settings()
+    cwd = Path.cwd()
+    model = default_model(cwd, args.model)
+    try:
+        layer = Layer.from_mapping(settings.permissions) if settings.permissions else None
+        rate = Rate.parse(settings.rate) if settings.rate else DEFAULT_RATE
+    except ValueError as exc:
+        raise UserError(f"{settings.source}: {exc}") from None
+    profile = Profile().inherit(layer)
+    store = _store(paths)
+    now = time.time()
+    with store.write() as s:
+        conn = s.connection()
+        start = scheduled_start(conn, now, rate)
+        cur = conn.exec_driver_sql(
+            "INSERT INTO thread (trigger, depth, status, created_at, not_before, prompt, model,"
+            " cwd, permissions, turns) VALUES ('user', 0, 'queued', ?, ?, ?, ?, ?, ?, 0)",
+            (now, start, text, model, str(cwd), json.dumps(profile.to_json())),
+        )
+        tid = int(cur.lastrowid)
+        conn.exec_driver_sql(
+            "INSERT INTO entry (thread_id, seq, kind, at, data) VALUES (?, 1, 'user', ?, ?)",
+            (tid, now, json.dumps({"text": text}, ensure_ascii=False)),
+        )
+    store.close()
+    ensure_daemon(paths)
+    wake(paths)
+    if start > now + 0.5:
+        err(
+            f"supervise: thread t{tid} waits for the rate limit ({rate.text}) until "
+            f"{views.local(start)}"
+        )
+    return _after_submit(args, paths, tid, 0)
+
+
+def _after_submit(args: argparse.Namespace, paths: StatePaths, tid: int, after: int) -> int:
+    if args.detach:
+        print(json.dumps({"id": f"t{tid}"}) if args.json else f"t{tid}")
+        return 0
+    err(f"supervise: thread t{tid} queued; following it (Ctrl-C stops following, not the thread)")
+    return follow_thread(paths, tid, after=after)
+
+
+# -- following a thread ---------------------------------------------------------------------
+
+
+def follow_thread(
+    paths: StatePaths,
+    tid: int,
+    *,
+    after: int = 0,
+    out: Callable[[str], None] = print,
+    timeout: float | None = None,
+) -> int:
+    """Print a thread's new entries until it settles; exit code 0, or 1 if it failed."""
+    reader = Reader(paths.db)
+    deadline = None if timeout is None else time.monotonic() + timeout
+
+    def show() -> Row | None:
+        nonlocal after
+        for e in reader.entries(tid, after):
+            for line in views.entry_lines(e, full=False):
+                out(line)
+            after = e["seq"]
+        t = reader.thread(tid)
+        return t if t is not None and t["status"] in SETTLED else None
+
+    try:
+        done = show()
+        if done is None:
+            for _ in watch(
+                paths.home,
+                watch_filter=lambda _c, p: os.path.basename(p).startswith("state.db"),
+                debounce=20,
+                step=5,
+                rust_timeout=_TICK_MS,
+                yield_on_timeout=True,
+                recursive=False,
+            ):
+                done = show()
+                if done is not None or (deadline is not None and time.monotonic() > deadline):
+                    break
+    except KeyboardInterrupt:
+        err(f"\nsupervise: stopped following; thread t{tid} goes on (supervise thread show t{tid})")
+        return 130
+    if done is None:
+        return 1
+    return _settled(done)
+
+
+def _settled(t: Row) -> int:
+    tid = t["id"]
+    status = t["status"]
+    if status == "waiting_approval":
+        err(
+            f"supervise: thread t{tid} waits for approval to run {t['waiting']}: "
+            f"supervise approve t{tid}  |  supervise deny t{tid} --reason '...'"
+        )
+        return 0
+    if status == "completed":
+        return 0
+    err(f"supervise: thread t{tid} {status}" + (f": {t['error']}" if t["error"] else ""))
+    return 1
+
+
+# -- a person's decisions -------------------------------------------------------------------
+
+
+def _pending(store: Any, tid: int) -> Any:
+    from agent_threads.entries import pending_approval
+    from agent_threads.journal import read_entries
+
+    return pending_approval(read_entries(store, tid))
+
+
+def _decide(paths: StatePaths, tid: int, decision: str, reason: str | None) -> int:
+    from agent_threads.journal import append_external
+    from agent_threads.loop import describe_call
+
+    row = _thread(paths, tid)
+    store = _store(paths)
+    call = _pending(store, tid) if row["status"] == "waiting_approval" else None
+    if call is None:
+        raise UserError(f"thread t{tid} is {row['status']}, not waiting for approval")
+    data = {"call_id": call.id, "name": call.name, "decision": decision, "by": "user"}
+    if reason:
+        data["reason"] = reason
+    before = append_external(store, tid, [("approval", data)], allowed=["waiting_approval"])
+    if before != "waiting_approval":
+        raise UserError(f"thread t{tid} is {before}, not waiting for approval")
+    ensure_daemon(paths)
+    wake(paths)
+    print(f"t{tid}: {decision} {describe_call(call)}; the thread resumes")
+    return 0
+
+
+def cmd_approve(args: argparse.Namespace, paths: StatePaths) -> int:
+    return _decide(paths, thread_id(args.id), "approved", None)
+
+
+def cmd_deny(args: argparse.Namespace, paths: StatePaths) -> int:
+    return _decide(paths, thread_id(args.id), "denied", args.reason)
+
+
+def cmd_send(args: argparse.Namespace, paths: StatePaths) -> int:
+    from agent_threads.journal import append_external
+
+    tid = thread_id(args.id)
+    text = " ".join(args.message).strip()
+    if not text:
+        raise UserError('the message is empty; write: supervise send t3 "try again"')
+    row = _thread(paths, tid)
+    store = _store(paths)
+    items: list[tuple[str, dict[str, Any]]] = []
+    call = _pending(store, tid) if row["status"] == "waiting_approval" else None
+    if call is not None:
+        # A reply instead of a decision: the call is not run, and the model reads why.
+        reason = "the person answered with a message instead of approving"
+        items.append(
+            (
+                "approval",
+                {
+                    "call_id": call.id,
+                    "name": call.name,
+                    "decision": "denied",
+                    "by": "user",
+                    "reason": reason,
+                },
+            )
+        )
+    items.append(("user", {"text": text}))
+    last = max((e["seq"] for e in Reader(paths.db).entries(tid)), default=0)
+    allowed = ["completed", "failed", "cancelled", "waiting_approval"]
+    before = append_external(store, tid, items, allowed=allowed)
+    if before not in allowed:
+        raise UserError(
+            f"thread t{tid} is {before}; send continues a finished or waiting thread "
+            f"(wait for it, or supervise cancel t{tid})"
+        )
+    ensure_daemon(paths)
+    wake(paths)
+    return _after_submit(args, paths, tid, last)
+
+
+def cmd_cancel(args: argparse.Namespace, paths: StatePaths) -> int:
+    tid = thread_id(args.id)
+    _thread(paths, tid)
+    store = _store(paths)
+    with store.write() as s:
+        cur = s.connection().exec_driver_sql(
+            "UPDATE thread SET status = 'cancelled', error = 'cancelled by a person',"
+            " waiting = NULL, ended_at = ? WHERE id = ?"
+            " AND status IN ('queued', 'running', 'waiting_approval')",
+            (time.time(), tid),
+        )
+        changed = bool(cur.rowcount)
+    if not changed:
+        raise UserError(f"thread t{tid} has already ended ({_thread(paths, tid)['status']})")
+    wake(paths)
+    print(f"t{tid}: cancelled")
+    return 0
+
+
+def cmd_retry(args: argparse.Namespace, paths: StatePaths) -> int:
+    from agent_threads.journal import append_external
+
+    tid = thread_id(args.id)
+    row = _thread(paths, tid)
+    model = default_model(Path.cwd(), args.model) if args.model else None
+    store = _store(paths)
+    note = "retried by a person" + (f" with model {model}" if model else "")
+    before = append_external(
+        store, tid, [("note", {"text": note})], allowed=["failed", "cancelled"]
+    )
+    if before not in ("failed", "cancelled"):
+        raise UserError(
+            f"thread t{tid} is {row['status']}; retry runs a failed or cancelled thread again "
+            f"(supervise send t{tid} '...' continues a completed one)"
+        )
+    if model:
+        with store.write() as s:
+            s.connection().exec_driver_sql("UPDATE thread SET model = ? WHERE id = ?", (model, tid))
+    ensure_daemon(paths)
+    wake(paths)
+    print(f"t{tid}: queued again" + (f" with {model}" if model else ""))
+    return 0
+
+
+def cmd_thread_show(args: argparse.Namespace, paths: StatePaths) -> int:
+    tid = thread_id(args.id)
+    row = _thread(paths, tid)
+    reader = Reader(paths.db)
+    if args.follow and not args.json:
+        print(views.thread_head(row))
+        return follow_thread(paths, tid)
+    entries = reader.entries(tid)
+    if args.json:
+        print(json.dumps(views.thread_json(row, full=True, entries=entries), indent=1))
+    else:
+        print(views.thread_text(row, entries))
+    return 0

@@ -1,0 +1,180 @@
+"""The daemon's side of threads: everything the loop needs that comes from processes.
+
+Which model, which permissions, which directory, and RunProcess's launcher are decided
+here from the thread row, its process's spec.json and the settings, then handed to
+`agent_threads` as plain values and callables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from agent_threads.journal import ThreadInfo
+from agent_threads.loop import BASE_PROMPT, LoopConfig
+from agent_threads.models.resolve import NO_MODEL, build_model, choose
+from agent_threads.permissions import Layer, Profile
+from agent_threads.runner import Prepared
+from agent_threads.tools.base import LaunchedProcess, ToolContext
+from agent_threads.tools.registry import default_tools
+from state.db import Store
+from state.errors import ModelError, UserError
+from state.paths import StatePaths
+from state.settings import Settings
+from supervisor.hookspec import HookFile, Limits, Rate
+from supervisor.launch import LaunchRequest, launch
+from supervisor.rundir import RunDir
+
+_SECRET_NAME = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD|PASSWD)$", re.IGNORECASE)
+
+
+def secret_values(env: Mapping[str, str]) -> dict[str, str]:
+    """Values of variables that look like credentials, longest first (for redaction)."""
+    found = {k: v for k, v in env.items() if _SECRET_NAME.search(k) and len(v) >= 8}
+    return dict(sorted(found.items(), key=lambda kv: -len(kv[1])))
+
+
+def make_redact(env: Mapping[str, str]) -> Any:
+    secrets = secret_values(env)
+
+    def redact(text: str) -> str:
+        for name, value in secrets.items():
+            if value in text:
+                text = text.replace(value, f"[redacted ${name}]")
+        return text
+
+    return redact
+
+
+def tool_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The daemon's environment without credentials: a tool's output lands in the transcript."""
+    return {k: v for k, v in env.items() if k not in secret_values(env)}
+
+
+class ThreadHost:
+    """Builds a `Prepared` loop for a thread (see agent_threads.runner.Prepare)."""
+
+    def __init__(
+        self, store: Store, paths: StatePaths, settings: Settings, env: Mapping[str, str]
+    ) -> None:
+        self.store = store
+        self.paths = paths
+        self.settings = settings
+        self.env = dict(env)
+        self.base_env = tool_env(env)
+
+    def prepare(self, info: ThreadInfo) -> Prepared:
+        spec = self._spec(info.process_id)
+        hooks = HookFile.from_json(spec["hooks"]) if spec else HookFile()
+        agent = hooks.agent
+        cwd = Path(info.cwd or (spec or {}).get("cwd") or self.paths.home)
+        name = choose(info.model, agent.get("model"), (spec or {}).get("model_default"))
+        name = choose(name, self.settings.model)
+        if name is None:
+            raise ModelError(NO_MODEL)
+        model = build_model(name, self.env, cwd=cwd, stream=self.settings.stream)
+        profile = self._profile(info, spec, agent)
+        env = dict(self.base_env)
+        env["SUPERVISE_THREAD_ID"] = f"t{info.id}"
+        env["SUPERVISE_HOME"] = str(self.paths.home)
+        output = None
+        if info.process_id is not None:
+            output = RunDir(self.paths.run_dir(info.process_id)).output
+            env["SUPERVISE_OUTPUT"] = str(output)
+            env["SUPERVISE_PROCESS_ID"] = str(info.process_id)
+        limits = hooks.limits if spec else self._user_limits()
+        ctx = ToolContext(
+            thread_id=info.id,
+            cwd=cwd,
+            env=env,
+            process_id=info.process_id,
+            output_path=output,
+            launch=self._launcher(info, env, profile, limits, name),
+        )
+        system = BASE_PROMPT if info.process_id is None else f"{BASE_PROMPT}\n{info.prompt}"
+        cfg = LoopConfig(
+            model=model,
+            tools=default_tools(),
+            profile=profile,
+            ctx=ctx,
+            system=system,
+            max_turns=int(agent.get("max_turns") or self.settings.max_turns),
+            budget_s=float(agent.get("timeout") or self.settings.thread_timeout),
+        )
+        return Prepared(cfg)
+
+    def _spec(self, process_id: int | None) -> dict[str, Any] | None:
+        if process_id is None:
+            return None
+        try:
+            return RunDir(self.paths.run_dir(process_id)).read_spec()
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"process {process_id}'s spec.json cannot be read: {exc}") from exc
+
+    def _profile(
+        self, info: ThreadInfo, spec: dict[str, Any] | None, agent: Mapping[str, Any]
+    ) -> Profile:
+        if spec is None:
+            return Profile.from_json(json.loads(info.permissions or "[]"))
+        parent = Profile.from_json(spec.get("parent_permissions") or [])
+        own = agent.get("permissions")
+        return parent.inherit(Layer.from_mapping(own) if own is not None else None)
+
+    def _user_limits(self) -> Limits:
+        return Limits(rate=Rate.parse(self.settings.rate)) if self.settings.rate else Limits()
+
+    def _launcher(
+        self,
+        info: ThreadInfo,
+        env: Mapping[str, str],
+        profile: Profile,
+        limits: Limits,
+        model: str,
+    ) -> Any:
+        async def run_process(
+            argv: list[str],
+            hooks: str | Mapping[str, Any] | None,
+            name: str | None,
+            cwd: Path,
+        ) -> LaunchedProcess:
+            def start() -> LaunchedProcess:
+                req = LaunchRequest(
+                    argv=argv,
+                    cwd=cwd,
+                    env=env,
+                    hooks=_hooks(hooks, cwd),
+                    name=name,
+                    depth=info.depth,
+                    parent_thread_id=info.id,
+                    parent_limits=limits,
+                    extra={"parent_permissions": profile.to_json(), "model_default": model},
+                )
+                row = launch(self.store, self.paths, req)
+                assert row.id is not None
+                return LaunchedProcess(row.id, row.pid, row.name)
+
+            return await anyio.to_thread.run_sync(start)
+
+        return run_process
+
+
+def _hooks(hooks: str | Mapping[str, Any] | None, cwd: Path) -> HookFile:
+    from supervisor.hookfile import load_hook_file, load_hook_mapping
+
+    if hooks is None:
+        return HookFile()
+    if isinstance(hooks, str):
+        return load_hook_file(cwd / hooks)
+    if not isinstance(hooks, Mapping):
+        raise UserError("hooks must be a hook file path or a mapping")
+    return load_hook_mapping(hooks, "RunProcess hooks")
+
+
+def daemon_env() -> dict[str, str]:
+    return dict(os.environ)
