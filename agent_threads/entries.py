@@ -8,6 +8,7 @@ Entry kinds and their data:
 - user: {text}: what a person (or the hook) said.
 - assistant: {content, tool_calls: [{id, name, arguments, invalid?}], usage?, model}.
 - tool_start: {call_id, name}: the call is about to run (in flight until its result).
+- tool_pid: {call_id, name, pid, started}: a subprocess the call started (its group).
 - tool_result: {call_id, name, output, is_error, status: ok|error|denied|interrupted}.
 - approval: {call_id, name, decision: ask|approved|denied, by: rule|user, reason, rule?}.
 - note: {text}: what happened to the thread itself (resumed, budget reached).

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
+import psutil
 
 from agent_threads.chat import Model, Reply, ToolCall
 from agent_threads.entries import (
@@ -80,6 +83,25 @@ class LoopEnd:
     waiting: str | None = None
 
 
+def started(pid: int) -> float | None:
+    """A process's start time: with its pid, what identifies it (pids are reused)."""
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None
+
+
+def kill_leftover(pgid: int, when: float | None) -> bool:
+    """Kill the process group a tool left running, if its leader is still that process."""
+    if when is None or started(pgid) is None or abs((started(pgid) or 0) - when) > 1:
+        return False
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
 def describe_call(call: ToolCall) -> str:
     """What a waiting thread wants to run, for `ps` and the approve prompt."""
     subj = subject(call.name, call.arguments)
@@ -119,7 +141,7 @@ class _Run:
         if isinstance(step, CallModel):
             return await self.call_model()
         if isinstance(step, Interrupted):
-            await self.result(step.call, ToolResult(INTERRUPTED, is_error=True), "interrupted")
+            await self.interrupted(step.call)
         elif isinstance(step, AwaitApproval):
             return LoopEnd("waiting_approval", waiting=describe_call(step.call))
         elif isinstance(step, RefuseCall):
@@ -203,8 +225,22 @@ class _Run:
 
     async def run_tool(self, call: ToolCall) -> None:
         await self.save("tool_start", {"call_id": call.id, "name": call.name})
-        res = await call_tool(self.cfg.tools[call.name], call.arguments, self.cfg.ctx)
+
+        async def spawned(pid: int) -> None:
+            data = {"call_id": call.id, "name": call.name, "pid": pid, "started": started(pid)}
+            await self.save("tool_pid", data)
+
+        ctx = replace(self.cfg.ctx, on_spawn=spawned)
+        res = await call_tool(self.cfg.tools[call.name], call.arguments, ctx)
         await self.result(call, res, "error" if res.is_error else "ok")
+
+    async def interrupted(self, call: ToolCall) -> None:
+        text = INTERRUPTED
+        for e in self.entries:
+            mine = e.kind == "tool_pid" and e.data.get("call_id") == call.id
+            if mine and kill_leftover(int(e.data["pid"]), e.data.get("started")):
+                text += " Its processes that were still running have been killed."
+        await self.result(call, ToolResult(text, is_error=True), "interrupted")
 
 
 def _reply_json(reply: Reply, model: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Settings, each resolved in one place: `SUPERVISE_*` variable, then settings file, then default."""
+"""Settings, each resolved in one place: `SUPERVISE_*` variable, then settings file, default."""
 
 from __future__ import annotations
 

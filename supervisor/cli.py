@@ -40,7 +40,8 @@ to output.log.1. Threads: SUPERVISE_MODEL (openai:M, anthropic:M, scripted:FILE)
 SUPERVISE_MAX_THREADS (4), SUPERVISE_MAX_TURNS (50), SUPERVISE_THREAD_TIMEOUT (1800 s),
 SUPERVISE_STREAM (1), SUPERVISE_RATE (10/minute), or the same keys in
 $SUPERVISE_CONFIG (default ~/.config/supervise/settings.toml). Keys: OPENAI_API_KEY,
-OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, read by the daemon. Exit codes: 0 ok, 1 the thing asked about failed, 2 bad usage or input.
+OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, read by the daemon.
+Exit codes: 0 ok, 1 the thing asked about failed, 2 bad usage or input.
 """
 
 

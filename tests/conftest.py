@@ -185,3 +185,17 @@ def daemon(env: Env) -> Iterator[Daemon]:
     d = Daemon(env).start()
     yield d
     d.kill()
+
+
+@pytest.fixture
+def start_daemon(env: Env) -> Iterator[Callable[[], Daemon]]:
+    """Start a daemon later in the test (after setting `env.extra`); killed at the end."""
+    started: list[Daemon] = []
+
+    def start() -> Daemon:
+        started.append(Daemon(env).start())
+        return started[-1]
+
+    yield start
+    for d in started:
+        d.kill()

@@ -16,7 +16,15 @@ import pytest
 HELP = Path(__file__).parent / "help"
 
 
-@pytest.mark.parametrize(("args", "name"), [([], "supervise.txt"), (["run"], "supervise-run.txt")])
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [
+        ([], "supervise.txt"),
+        (["run"], "supervise-run.txt"),
+        (["ask"], "supervise-ask.txt"),
+        (["thread", "show"], "supervise-thread-show.txt"),
+    ],
+)
 def test_help_matches_the_recorded_text(args: list[str], name: str) -> None:
     env = {**os.environ, "COLUMNS": "100"}
     out = subprocess.run(

@@ -77,7 +77,17 @@ def test_yaml_example_loads_into_the_expected_values() -> None:
             "original_thread_summary": "User asked to refactor auth to use JWT tokens.",
         },
         limits=Limits(3, Rate(10, 60.0)),
-        agent={"model": "openai:gpt-4.1-mini"},
+        agent={
+            # A relative script is anchored to the hook file's folder.
+            "model": f"scripted:{EXAMPLES.resolve() / 'migrate-turns.yaml'}",
+            "permissions": {
+                "allow": ["Read", "UpdatePlan", "Bash(tail:*)", "Bash(grep:*)"],
+                "ask": ["Edit", "Write"],
+                "deny": ["Bash(rm:*)"],
+            },
+            "max_turns": 20,
+            "timeout": 600,
+        },
         sources=(str(path),),
     )
 
@@ -248,7 +258,22 @@ BAD = [
     ("limits: {max_dept: 2}\n", "unknown key 'max_dept' in limits; did you mean 'max_depth'?"),
     ("purpose: 42\n", "h.yaml:1: purpose must be non-empty text, got 42; write purpose:"),
     ("context: [a, b]\n", 'h.yaml:1: context must be a mapping, got ["a", "b"]; write context:'),
-    ("agent: {model: 4}\n", "h.yaml:1: agent.model must be text, got 4; write model:"),
+    ("agent: {model: 4}\n", "h.yaml:1: agent.model must be provider:name, got 4; write model:"),
+    (
+        "agent: {model: gpt-4}\n",
+        'h.yaml:1: agent.model must be provider:name, got "gpt-4"; write model: openai:',
+    ),
+    ("agent: {modle: x}\n", "h.yaml:1: unknown key 'modle' in agent; did you mean 'model'?"),
+    (
+        "agent:\n  permissions: {allow: ['Bash(']}\n",
+        "h.yaml:2: agent.permissions.allow[0]: bad permission rule 'Bash('",
+    ),
+    (
+        "agent:\n  permissions: {alow: [Read]}\n",
+        "h.yaml:2: unknown key 'alow' in agent.permissions; did you mean 'allow'?",
+    ),
+    ("agent: {max_turns: 0}\n", "h.yaml:1: agent.max_turns must be a whole number from 1"),
+    ("agent: {timeout: -5}\n", "h.yaml:1: agent.timeout must be seconds above 0, got -5"),
     ("agent: openai\n", 'h.yaml:1: agent must be a mapping, got "openai"; write agent:'),
     ("\n\nhook: []\n", "h.yaml:3: unknown key 'hook' in the top level; did you mean 'hooks'?"),
     ("color: red\n", "unknown key 'color' in the top level; remove it (known: purpose,"),

@@ -42,9 +42,10 @@ def test_on_exit_fires_with_the_real_code_and_full_prompt(env: Env) -> None:
     assert r.returncode == 1
     assert "spawned thread t1" in r.stderr and "spawned thread t2" in r.stderr
     ps = env.ps()
-    assert [(t["hook"], t["trigger"], t["status"], t["depth"]) for t in ps["threads"]] == [
-        ("failed", "on_exit", "queued", 1),
-        ("any", "on_exit", "queued", 1),
+    # No model is configured: the threads fail at once (test_threads_e2e covers that).
+    assert [(t["hook"], t["trigger"], t["depth"]) for t in ps["threads"]] == [
+        ("failed", "on_exit", 1),
+        ("any", "on_exit", 1),
     ]
     proc = ps["processes"][0]
     prompt = _thread(env, "t1")["prompt"]
@@ -131,9 +132,10 @@ def test_rate_limit_queues_with_not_before(env: Env, daemon: Daemon) -> None:
     pid = env.run_d(sys.executable, "-c", "for i in range(4): print('go', i)", hooks=hooks)["id"]
     env.wait_state(pid, "exited")
     threads = env.ps()["threads"]
-    assert len(threads) == 4 and all(t["status"] == "queued" for t in threads)
+    assert len(threads) == 4
     delayed = [t for t in threads if t["not_before"] > t["created_at"]]
     assert len(delayed) == 2  # never dropped: two wait an hour
+    assert all(t["status"] == "queued" for t in delayed)
     assert "queued until" in env.cli("ps").stdout
 
 

@@ -73,7 +73,8 @@ def test_hook_thread_runs_tools_and_completes(env: Env, daemon: Daemon) -> None:
                     {
                         "name": "Bash",
                         "arguments": {
-                            "command": 'tail -n 1 "$SUPERVISE_OUTPUT"; echo id=$SUPERVISE_PROCESS_ID $PWD'
+                            "command": 'tail -n 1 "$SUPERVISE_OUTPUT"; '
+                            "echo id=$SUPERVISE_PROCESS_ID $PWD"
                         },
                     }
                 ]

@@ -50,6 +50,9 @@ class ToolContext:
     process_id: int | None = None
     output_path: Path | None = None  # the triggering process's output.log
     launch: LaunchFn | None = None
+    # Called with the pid (and process group) of a subprocess a tool starts, so that a
+    # daemon that dies meanwhile can find and kill what it left behind.
+    on_spawn: Callable[[int], Awaitable[None]] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 

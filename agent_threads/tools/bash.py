@@ -88,6 +88,8 @@ class BashTool(Tool):
         )
         timed_out = False
         try:
+            if ctx.on_spawn is not None:
+                await ctx.on_spawn(proc.pid)
             timed_out = await self._wait(proc, out, timeout)
         finally:
             with anyio.CancelScope(shield=True):
