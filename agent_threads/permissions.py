@@ -66,8 +66,8 @@ class Rule:
         if not text.startswith(self.pattern):
             return False
         rest = text[len(self.pattern) :]
-        # A word boundary: `git:*` matches `git status`, not `gitk`.
-        return not rest or self.pattern[-1:].isspace() or not rest[0].isalnum()
+        # A word boundary: `git:*` matches `git status`, not `gitk`; `out/:*` needs none.
+        return not rest or not self.pattern[-1].isalnum() or not rest[0].isalnum()
 
 
 def subject(tool: str, arguments: Mapping[str, Any]) -> str | None:

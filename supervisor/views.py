@@ -231,6 +231,8 @@ def entry_lines(e: Row, *, full: bool = True) -> list[str]:
         return [f"  -- {d['text']}"]
     if kind == "tool_start":
         return [] if not full else [f"  .. {d['name']} started"]
+    if kind == "tool_pid":
+        return []  # bookkeeping: what to kill if the daemon dies mid-call
     return [f"  {kind}: {_args(d)}"]
 
 

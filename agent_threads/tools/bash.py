@@ -99,7 +99,7 @@ class BashTool(Tool):
                     await proc.wait()
                 await proc.aclose()
         code = proc.returncode
-        text = out.text()
+        text = out.text().rstrip("\n")
         if timed_out:
             text += f"\n[timed out after {timeout:g}s; process group killed]"
         elif code:

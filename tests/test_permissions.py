@@ -1,0 +1,149 @@
+"""Permission rules: deny beats ask beats allow; layers only tighten; shell commands part by part."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent_threads.permissions import Layer, Profile, Rule, split_commands
+
+DENY_RM = {"allow": ["Bash(git:*)", "Read"], "ask": ["Edit"], "deny": ["Bash(rm:*)"]}
+
+
+def decide(perms: dict[str, Any] | list[dict[str, Any]], tool: str, **args: Any) -> str:
+    layers = perms if isinstance(perms, list) else [perms]
+    return Profile.from_json(layers).check(tool, args).decision
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "want"),
+    [
+        ("Bash", {"command": "git status"}, "allow"),
+        ("Bash", {"command": "git"}, "allow"),
+        ("Bash", {"command": "gitk --all"}, "ask"),  # a word boundary, not a string prefix
+        ("Bash", {"command": "rm -rf build"}, "deny"),
+        ("Bash", {"command": "git status && rm -rf /"}, "deny"),
+        ("Bash", {"command": "git log | less"}, "ask"),  # every part must be allowed
+        ("Bash", {"command": "git commit -m 'a; rm -rf /'"}, "allow"),  # quoted: one command
+        ("Bash", {"command": "git $(rm -rf /)"}, "deny"),  # substitutions are looked into
+        ("Bash", {"command": "git log $(whoami)"}, "ask"),  # and never allowed by a prefix
+        ("Bash", {"command": "git log `whoami`"}, "ask"),
+        ("Bash", {"command": "echo hi\nrm x"}, "deny"),
+        ("Read", {"path": "/etc/passwd"}, "allow"),
+        ("Edit", {"path": "a.py", "old_string": "a", "new_string": "b"}, "ask"),
+        ("Write", {"path": "a.py", "content": ""}, "ask"),  # unlisted
+        ("RunProcess", {"command": ["rm", "-rf", "x"]}, "deny"),  # not Bash: ask unless listed
+        ("UpdatePlan", {"tasks": []}, "allow"),  # changes nothing outside the thread
+    ],
+)
+def test_decisions(tool: str, args: dict[str, Any], want: str) -> None:
+    perms = dict(DENY_RM)
+    if tool == "RunProcess":
+        perms = {"deny": ["RunProcess(rm:*)"]}
+    assert decide(perms, tool, **args) == want
+
+
+def test_deny_beats_ask_beats_allow_in_one_layer() -> None:
+    both = {"allow": ["*"], "ask": ["Bash"], "deny": ["Bash(curl:*)"]}
+    assert decide(both, "Bash", command="ls") == "ask"
+    assert decide(both, "Bash", command="curl x") == "deny"
+    assert decide(both, "Read", path="x") == "allow"
+
+
+def test_exact_rules_and_paths() -> None:
+    perms = {"allow": ["Read(/etc/hosts)", "Write(out/:*)"]}
+    assert decide(perms, "Read", path="/etc/hosts") == "allow"
+    assert decide(perms, "Read", path="/etc/hosts2") == "ask"
+    assert decide(perms, "Write", path="out/x.txt", content="") == "allow"
+
+
+def test_empty_profile_asks_but_lets_plans_through() -> None:
+    assert decide([], "Bash", command="ls") == "ask"
+    assert decide([], "UpdatePlan", tasks=[]) == "allow"
+    assert decide({"deny": ["UpdatePlan"]}, "UpdatePlan", tasks=[]) == "deny"
+
+
+def test_inheritance_only_tightens() -> None:
+    parent = Profile.from_json([{"allow": ["Bash"], "deny": ["Bash(rm:*)"]}])
+    assert parent.check("Bash", {"command": "ls"}).decision == "allow"
+    child = parent.inherit(Layer.from_mapping({}))
+    assert child.check("Bash", {"command": "ls"}).decision == "ask"  # the child lists nothing
+    wide = parent.inherit(Layer.from_mapping({"allow": ["*"]}))
+    assert wide.check("Bash", {"command": "rm -rf /"}).decision == "deny"
+    assert wide.check("Bash", {"command": "ls"}).decision == "allow"
+    assert parent.inherit(None) == parent
+
+
+def test_verdict_says_which_rule() -> None:
+    v = Profile.from_json([DENY_RM]).check("Bash", {"command": "rm x"})
+    assert (v.rule, v.reason) == ("Bash(rm:*)", "denied by rule Bash(rm:*)")
+    v = Profile.from_json([DENY_RM]).check("Write", {"path": "x"})
+    assert v.rule is None and v.reason == "no rule allows Write; approval needed"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "bad permission rule"),
+        ("Bash(", "bad permission rule 'Bash('"),
+        ("Bash()", "empty pattern"),
+        ("*(x)", "* takes no pattern"),
+        ("rm -rf", "bad permission rule"),
+    ],
+)
+def test_bad_rules_say_what_is_accepted(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=r"write Bash, Bash\(git:\*\)") as info:
+        Rule.parse(text)
+    assert message in str(info.value)
+
+
+def test_bad_layers() -> None:
+    with pytest.raises(ValueError, match="unknown key 'alow' under permissions; use allow"):
+        Layer.from_mapping({"alow": ["Read"]})
+    with pytest.raises(ValueError, match="permissions.deny must be a list"):
+        Layer.from_mapping({"deny": "Bash"})
+
+
+def test_rules_round_trip() -> None:
+    for text in ["Bash", "Bash(git:*)", "Read(/etc/hosts)", "*", "Bash(npm run test:*)"]:
+        assert str(Rule.parse(text)) == text
+    profile = Profile.from_json([DENY_RM, {"allow": ["*"]}])
+    assert Profile.from_json(profile.to_json()) == profile
+
+
+def test_split_commands() -> None:
+    assert split_commands("a; b && c || d | e & f") == ["a", "b", "c", "d", "e", "f"]
+    assert split_commands("echo 'x;y' \"a&&b\" c\\;d") == ["echo 'x;y' \"a&&b\" c\\;d"]
+    assert split_commands('echo "$(id)"') is None
+    assert split_commands("cat <(ls)") is None
+
+
+RULES = st.sampled_from(["Bash", "Bash(git:*)", "Bash(rm:*)", "Read", "*", "Edit", "Write(a:*)"])
+LAYERS = st.fixed_dictionaries(
+    {}, optional={k: st.lists(RULES, max_size=3) for k in ("allow", "ask", "deny")}
+)
+CALLS = st.sampled_from(
+    [
+        ("Bash", {"command": "git status"}),
+        ("Bash", {"command": "rm -rf /"}),
+        ("Bash", {"command": "git x && rm y"}),
+        ("Read", {"path": "a"}),
+        ("Write", {"path": "a/b"}),
+        ("Edit", {"path": "c"}),
+        ("UpdatePlan", {"tasks": []}),
+    ]
+)
+RANK = {"allow": 0, "ask": 1, "deny": 2}
+
+
+@given(st.lists(LAYERS, max_size=3), LAYERS, CALLS)
+def test_adding_a_layer_never_widens(
+    layers: list[dict[str, Any]], extra: dict[str, Any], call: tuple[str, dict[str, Any]]
+) -> None:
+    before = Profile.from_json(layers).check(*call).decision
+    after = Profile.from_json(layers).inherit(Layer.from_mapping(extra)).check(*call).decision
+    if layers:  # an empty profile is the default "ask", which a first layer replaces
+        assert RANK[after] >= RANK[before]
