@@ -1,4 +1,4 @@
-"""Permission rules: deny beats ask beats allow; layers only tighten; shell commands part by part."""
+"""Permission rules: deny beats ask beats allow; layers only tighten; commands part by part."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def test_bad_rules_say_what_is_accepted(text: str, message: str) -> None:
 def test_bad_layers() -> None:
     with pytest.raises(ValueError, match="unknown key 'alow' under permissions; use allow"):
         Layer.from_mapping({"alow": ["Read"]})
-    with pytest.raises(ValueError, match="permissions.deny must be a list"):
+    with pytest.raises(ValueError, match=r"permissions\.deny must be a list"):
         Layer.from_mapping({"deny": "Bash"})
 
 
