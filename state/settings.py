@@ -86,9 +86,7 @@ def _value(name: str, raw: Any, where: str, kind: type) -> Any:
             raise ValueError(raw)
         return value
     except (TypeError, ValueError):
-        raise UserError(
-            f"{where}: {name} must be {_FILE_KEYS[name]}, got {raw!r}; fix it"
-        ) from None
+        raise UserError(f"{where} must be {_FILE_KEYS[name]}, got {raw!r}; fix it") from None
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:

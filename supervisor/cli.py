@@ -184,11 +184,12 @@ def cmd_ps(args: argparse.Namespace, paths: StatePaths) -> int:
     print(views.process_table(procs, now) if procs else "(none)")
     print("\nTHREADS")
     print(views.thread_table(threads, now) if threads else "(none)")
-    if running_pid(paths.daemon_pid) is None and any(
-        p["state"] in ("starting", "running") for p in procs
-    ):
+    busy = any(p["state"] in ("starting", "running") for p in procs) or any(
+        t["status"] in ("queued", "running") for t in threads
+    )
+    if busy and running_pid(paths.daemon_pid) is None:
         err(
-            "supervise: no daemon is running, so states may be stale and hooks wait; "
+            "supervise: no daemon is running, so states may be stale, hooks and threads wait; "
             "start one with `supervise daemon` (or any `supervise run`)"
         )
     return 0

@@ -20,6 +20,7 @@ from state.errors import UserError
 from state.paths import StatePaths
 from state.reader import Reader, Row
 from supervisor import views
+from supervisor.daemonlock import running_pid
 from supervisor.running import default_model, ensure_daemon, err
 
 SETTLED = ("completed", "failed", "cancelled", "waiting_approval")
@@ -123,6 +124,7 @@ def follow_thread(
     """Print a thread's new entries until it settles; exit code 0, or 1 if it failed."""
     reader = Reader(paths.db)
     deadline = None if timeout is None else time.monotonic() + timeout
+    warned = False
 
     def show() -> Row | None:
         nonlocal after
@@ -148,6 +150,12 @@ def follow_thread(
                 done = show()
                 if done is not None or (deadline is not None and time.monotonic() > deadline):
                     break
+                if not warned and running_pid(paths.daemon_pid) is None:
+                    warned = True
+                    err(
+                        "supervise: no daemon is running, so the thread waits; start one with "
+                        "`supervise daemon` (Ctrl-C stops following)"
+                    )
     except KeyboardInterrupt:
         err(f"\nsupervise: stopped following; thread t{tid} goes on (supervise thread show t{tid})")
         return 130

@@ -298,3 +298,108 @@ def test_bad_model_flag_is_a_usage_error(env: Env, bad: str) -> None:
     r = env.cli("ask", "--model", bad, "hi")
     assert r.returncode == 2
     assert "model must be provider:name" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_permissions_are_inherited_never_widened(env: Env, daemon: Daemon) -> None:
+    # The parent may run Bash; the child's own hook file asks for nothing to be allowed and
+    # tries `*`: its thread still cannot run `rm`, which the parent's rules deny.
+    child_turns = script(
+        env,
+        [
+            {"tool_calls": [{"name": "Bash", "arguments": {"command": "rm -f nothing"}}]},
+            {"tool_calls": [{"name": "Bash", "arguments": {"command": "echo child > c.txt"}}]},
+            {"content": "child done"},
+        ],
+        name="child.yaml",
+    )
+    inner = {
+        "hooks": [{"name": "inner", "on_exit": {}, "instructions": "child work"}],
+        "agent": {"model": f"scripted:{child_turns}", "permissions": {"allow": ["*"]}},
+    }
+    turns = script(
+        env,
+        [
+            {
+                "tool_calls": [
+                    {"name": "RunProcess", "arguments": {"command": "true", "hooks": inner}}
+                ]
+            },
+            {"content": "started"},
+        ],
+    )
+    hooks = hook_file(
+        env,
+        {
+            "model": f"scripted:{turns.name}",
+            "permissions": {"allow": ["RunProcess", "Bash"], "deny": ["Bash(rm:*)"]},
+        },
+    )
+    run_hooked(env, hooks)
+    settled(env, "t1", "completed")
+    t2 = settled(env, "t2", "completed")
+    assert t2["depth"] == 2
+    rm, echo = results(t2)
+    assert rm["status"] == "denied" and "Bash(rm:*)" in rm["output"]
+    assert echo["status"] == "ok" and (env.work / "c.txt").read_text() == "child\n"
+
+
+def test_the_rate_is_shared_with_asked_threads(env: Env) -> None:
+    env.extra.update({"SUPERVISE_MAX_THREADS": "1", "SUPERVISE_RATE": "2/hour"})
+    d = Daemon(env).start()
+    try:
+        turns = script(env, [{"content": "ok"}])
+        for _ in range(3):
+            r = env.cli("ask", "-d", "--json", "--model", f"scripted:{turns}", "hi")
+            assert r.returncode == 0, r.stderr
+        settled(env, "t1", "completed")
+        settled(env, "t2", "completed")
+        t3 = thread(env, "t3")
+        assert t3["status"] == "queued"  # the third waits for the window: never dropped
+        assert "queued until" in env.cli("ps").stdout
+    finally:
+        d.kill()
+
+
+def test_concurrency_is_bounded(env: Env) -> None:
+    env.extra["SUPERVISE_MAX_THREADS"] = "1"
+    d = Daemon(env).start()
+    try:
+        cmd = "echo start >> order; sleep 0.5; echo end >> order"
+        turns = script(
+            env,
+            [{"tool_calls": [{"name": "Bash", "arguments": {"command": cmd}}]}, {"content": "ok"}],
+        )
+        body = {
+            "hooks": [
+                {"name": "a", "on_exit": {}, "instructions": "x"},
+                {"name": "b", "on_exit": {}, "instructions": "y"},
+            ],
+            "agent": {"model": f"scripted:{turns.name}", "permissions": {"allow": ["Bash"]}},
+        }
+        run_hooked(env, env.write("two.yaml", yaml.safe_dump(body)))
+        settled(env, "t1", "completed")
+        settled(env, "t2", "completed")
+        assert (env.work / "order").read_text().split() == ["start", "end", "start", "end"]
+    finally:
+        d.kill()
+
+
+def test_bad_input_to_thread_commands(env: Env) -> None:
+    for args, message in [
+        (["thread", "show", "t99"], "no thread t99"),
+        (["approve", "x1"], "thread id must look like t3"),
+        (["send", "t99", "hi"], "no thread t99"),
+        (["cancel", "t99"], "no thread t99"),
+        (["ask", " "], "the prompt is empty"),
+    ]:
+        r = env.cli(*args)
+        assert r.returncode == 2 and message in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stderr
+    bad = env.write("settings.toml", "max_threads = 'many'\n")
+    env.extra["SUPERVISE_CONFIG"] = str(bad)
+    r = env.cli("ask", "-d", "hi")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"{bad}: max_threads must be a whole number" in r.stderr
+    env.extra["SUPERVISE_CONFIG"] = str(env.write("s2.toml", "modle = 'x'\n"))
+    r = env.cli("ask", "-d", "hi")
+    assert r.returncode == 2 and "unknown setting 'modle'" in r.stderr
