@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_threads.chat import Message, Reply, ToolCall, ToolSpec, Usage
-from agent_threads.models.http import Endpoint, parse_arguments
-from state.errors import ModelAuthError, ModelError, TransientModelError
+from agent_threads.models.http import Endpoint, credentials, parse_arguments
+from state.errors import ModelError, TransientModelError
 
 PUBLIC_BASE = "https://api.anthropic.com"
 KEY_VAR = "ANTHROPIC_API_KEY"
@@ -149,13 +149,9 @@ class AnthropicModel:
         Raises:
             ModelAuthError: no key for the public API.
         """
-        base = env.get("ANTHROPIC_BASE_URL") or PUBLIC_BASE
-        key = env.get(KEY_VAR)
-        if not key and "api.anthropic.com" in base:
-            raise ModelAuthError(
-                f"{KEY_VAR} is not set; export it where the daemon starts, "
-                "then `supervise thread retry`"
-            )
+        base, key = credentials(
+            env, base_var="ANTHROPIC_BASE_URL", key_var=KEY_VAR, public=PUBLIC_BASE, hint=""
+        )
         return cls(model, base_url=base, api_key=key, stream=stream)
 
     @property

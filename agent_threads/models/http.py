@@ -144,6 +144,24 @@ async def _sse(resp: httpx.Response, secret: str | None) -> AsyncIterator[tuple[
         raise transport_error(exc, secret) from None
 
 
+def credentials(
+    env: Mapping[str, str], *, base_var: str, key_var: str, public: str, hint: str = ""
+) -> tuple[str, str | None]:
+    """The endpoint and key as users already configure them (`*_BASE_URL`, `*_API_KEY`).
+
+    Raises:
+        ModelAuthError: no key for the provider's public API (a local server needs none).
+    """
+    base = env.get(base_var) or public
+    key = env.get(key_var) or None
+    if key is None and base.rstrip("/") == public.rstrip("/"):
+        raise ModelAuthError(
+            f"{key_var} is not set; export it where the daemon starts{hint}, "
+            "then `supervise thread retry`"
+        )
+    return base, key
+
+
 def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
     """A tool call's arguments text: (object, None), or ({}, the text) if not an object."""
     if not raw.strip():

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_threads.chat import Message, Reply, ToolCall, ToolSpec, Usage
-from agent_threads.models.http import Endpoint, parse_arguments
-from state.errors import ModelAuthError, ModelError, TransientModelError
+from agent_threads.models.http import Endpoint, credentials, parse_arguments
+from state.errors import ModelError, TransientModelError
 
 PUBLIC_BASE = "https://api.openai.com/v1"
 KEY_VAR = "OPENAI_API_KEY"
@@ -128,13 +128,13 @@ class OpenAIModel:
         Raises:
             ModelAuthError: no key for the public OpenAI API (local servers need none).
         """
-        base = env.get("OPENAI_BASE_URL") or PUBLIC_BASE
-        key = env.get(KEY_VAR)
-        if not key and "api.openai.com" in base:
-            raise ModelAuthError(
-                f"{KEY_VAR} is not set; export it where the daemon starts (or set "
-                "OPENAI_BASE_URL to a local server such as Ollama), then `supervise thread retry`"
-            )
+        base, key = credentials(
+            env,
+            base_var="OPENAI_BASE_URL",
+            key_var=KEY_VAR,
+            public=PUBLIC_BASE,
+            hint=" (or set OPENAI_BASE_URL to a local server such as Ollama)",
+        )
         return cls(model, base_url=base, api_key=key, stream=stream)
 
     @property
