@@ -12,6 +12,8 @@ Entry kinds and their data:
 - tool_result: {call_id, name, output, is_error, status: ok|error|denied|interrupted}.
 - approval: {call_id, name, decision: ask|approved|denied, by: rule|user, reason, rule?}.
 - note: {text}: what happened to the thread itself (resumed, budget reached).
+- hook: {event, hook, decision, exit_code, duration_ms, ...}: one shell hook's run.
+- context: {event, text}: what a hook added to the conversation (a user message).
 """
 
 from __future__ import annotations
@@ -166,6 +168,10 @@ def to_messages(entries: Sequence[Entry]) -> list[Message]:
     for e in entries:
         if e.kind == "user":
             out.append(Message("user", str(e.data["text"])))
+        elif e.kind == "context":
+            # What a hook added (SessionStart output, additionalContext, exit-2 feedback).
+            text = f'<hook-output event="{e.data["event"]}">\n{e.data["text"]}\n</hook-output>'
+            out.append(Message("user", text))
         elif e.kind == "assistant":
             calls = tuple(tool_call(c) for c in e.data.get("tool_calls") or [])
             answered = tuple(c for c in calls if c.id in results)

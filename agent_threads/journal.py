@@ -39,6 +39,7 @@ class ThreadInfo:
     turns: int
     segment_started_at: float | None
     parent_thread_id: int | None
+    hooks: str | None
 
 
 _COLUMNS = ", ".join(ThreadInfo.__dataclass_fields__)

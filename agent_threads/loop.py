@@ -36,6 +36,7 @@ from agent_threads.entries import (
     next_step,
     to_messages,
 )
+from agent_threads.hookpoints import HookPoints
 from agent_threads.journal import Journal
 from agent_threads.models.retry import complete_with_retry
 from agent_threads.permissions import Profile, subject
@@ -74,6 +75,7 @@ class LoopConfig:
     clock: Callable[[], float] = time.time
     retry_sleep: Callable[[float], Awaitable[None]] = anyio.sleep
     retry_attempts: int = 5
+    hook_points: HookPoints | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,10 @@ class _Run:
         if isinstance(step, Finish):
             return LoopEnd("completed")
         if isinstance(step, CallModel):
+            hp = self.cfg.hook_points
+            stop = await hp.prompts(self.entries, self.save, self.cfg.system) if hp else None
+            if stop is not None:
+                return LoopEnd("failed", error=stop)
             return await self.call_model()
         if isinstance(step, Interrupted):
             await self.interrupted(step.call)
@@ -149,7 +155,7 @@ class _Run:
             text = f"A person denied this call{why}. Do not retry it as is."
             await self.result(step.call, ToolResult(text, is_error=True), "denied")
         elif isinstance(step, RunApproved):
-            await self.run_tool(step.call)
+            return await self.run_tool(step.call, approved=True)
         elif isinstance(step, CheckCall):
             return await self.check(step.call)
         return None
@@ -220,10 +226,24 @@ class _Run:
             await self.save("approval", {**approval, "decision": "ask"})
             return LoopEnd("waiting_approval", waiting=describe_call(call))
         else:
-            await self.run_tool(call)
+            return await self.run_tool(call, approved=False)
         return None
 
-    async def run_tool(self, call: ToolCall) -> None:
+    async def run_tool(self, call: ToolCall, *, approved: bool) -> LoopEnd | None:
+        hp = self.cfg.hook_points
+        if hp is not None:
+            pre = await hp.pre_tool(call, self.save, approved=approved)
+            if pre.decision == "stop":
+                return LoopEnd("failed", error=f"stopped by a PreToolUse hook: {pre.reason}")
+            if pre.decision == "deny":
+                text = f"Blocked by a PreToolUse hook: {pre.reason}"
+                await self.result(call, ToolResult(text, is_error=True), "denied")
+                return None
+            if pre.decision == "ask":
+                data = {"call_id": call.id, "name": call.name, "by": "hook", "reason": pre.reason}
+                await self.save("approval", {**data, "decision": "ask"})
+                return LoopEnd("waiting_approval", waiting=describe_call(call))
+            call = pre.call or call
         await self.save("tool_start", {"call_id": call.id, "name": call.name})
 
         async def spawned(pid: int) -> None:
@@ -233,6 +253,11 @@ class _Run:
         ctx = replace(self.cfg.ctx, on_spawn=spawned)
         res = await call_tool(self.cfg.tools[call.name], call.arguments, ctx)
         await self.result(call, res, "error" if res.is_error else "ok")
+        if hp is not None:
+            stop = await hp.post_tool(call, res.output, self.save)
+            if stop is not None:
+                return LoopEnd("failed", error=f"stopped by a PostToolUse hook: {stop}")
+        return None
 
     async def interrupted(self, call: ToolCall) -> None:
         text = INTERRUPTED
@@ -266,7 +291,11 @@ async def run_loop(journal: Journal, cfg: LoopConfig, entries: list[Entry], turn
         ThreadStopped: the thread was cancelled while it ran.
     """
     run = _Run(journal, cfg, list(entries), turns)
-    while True:
+    hp = cfg.hook_points
+    stop = await hp.session_start(run.entries, run.save) if hp else None
+    end = LoopEnd("failed", error=f"stopped by a SessionStart hook: {stop}") if stop else None
+    while end is None:
         end = await run.step()
-        if end is not None:
-            return end
+    if hp is not None and end.status in ("completed", "failed"):
+        await hp.session_end(run.save)
+    return end

@@ -12,7 +12,7 @@ from typing import Literal
 from sqlalchemy import UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 ProcessState = Literal["starting", "running", "exited", "lost"]
 ThreadStatus = Literal["queued", "running", "waiting_approval", "completed", "failed", "cancelled"]
@@ -115,6 +115,8 @@ class ThreadRow(SQLModel, table=True):
     segment_started_at: float | None = None  # start of the current run: wall-clock budget
     ended_at: float | None = None
     parent_thread_id: int | None = None
+    # Added in schema 3: user threads' shell hooks (JSON list), from --settings.
+    hooks: str | None = None
 
 
 class EntryRow(SQLModel, table=True):

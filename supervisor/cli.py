@@ -70,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
         help="hook file (YAML or JSON); repeatable",
     )
     r.add_argument("--name", help="a name for ps (default: the program's name)")
+    _settings_flag(r)
     r.add_argument("-d", "--detach", action="store_true", help="return at once")
     r.add_argument("--json", action="store_true", help='with -d: print {"id", "pid", "name"}')
     r.add_argument("--cwd", help="working directory of the process (default: here)")
@@ -121,6 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     ask.add_argument("prompt", nargs="+", help="what to ask")
     ask.add_argument("--model", metavar="M", help="provider:name (default: SUPERVISE_MODEL)")
+    _settings_flag(ask)
     _detach_flags(ask)
 
     snd = sub.add_parser(
@@ -154,7 +156,30 @@ def _parser() -> argparse.ArgumentParser:
     hksub = hk.add_subparsers(dest="hooks_command", metavar="SUBCOMMAND", required=True)
     chk = hksub.add_parser("check", help="validate hook files: every error with FILE:LINE")
     chk.add_argument("files", nargs="+", metavar="FILE")
+    tst = hksub.add_parser(
+        "test",
+        help="replay an event through a file's shell hooks and print what they decide",
+        description="Run the shell hooks of FILE (a hook file's agent.hooks, or a settings "
+        "file's hooks) for one event, as a thread would, and print each run and the decision.",
+    )
+    tst.add_argument("file", metavar="FILE")
+    tst.add_argument("--event", required=True, help="PreToolUse, PostToolUse, ...")
+    tst.add_argument("--tool", help="the tool name; then --input is the tool's input")
+    tst.add_argument(
+        "--input",
+        help="JSON: the tool's input with --tool, else Claude Code's event "
+        '({"tool_name", "tool_input", "tool_response", "prompt"})',
+    )
     return p
+
+
+def _settings_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--settings",
+        metavar="FILE",
+        help="shell hooks for its threads, Claude Code settings.json shape "
+        "(default: $SUPERVISE_SETTINGS); they run with the hook file's agent.hooks",
+    )
 
 
 def _detach_flags(p: argparse.ArgumentParser) -> None:
@@ -284,6 +309,10 @@ def cmd_fires(args: argparse.Namespace, paths: StatePaths) -> int:
 
 
 def cmd_hooks(args: argparse.Namespace, _paths: StatePaths) -> int:
+    if args.hooks_command == "test":
+        from supervisor.hooktest import cmd_hooks_test
+
+        return cmd_hooks_test(args, _paths)
     from supervisor.hookfile import load_hook_file
 
     problems: list[str] = []

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agent_threads.hooks.shellspec import ShellHook, ShellHookError, parse_shell_hooks
 from agent_threads.permissions import Rule
 from state.errors import HookFileError
 from supervisor.hookspec import (
@@ -73,6 +74,36 @@ def load_hook_file(path: str | Path) -> HookFile:
             [f"{name}:{line}: cannot read hook file: not UTF-8 ({exc.reason}); save it as UTF-8"]
         ) from None
     return _anchor_script(parse_hook_text(text, name), Path(path))
+
+
+def load_settings_hooks(path: str | Path) -> tuple[ShellHook, ...]:
+    """The shell hooks of a settings file (JSON or YAML, Claude Code's settings.json shape).
+
+    Raises:
+        HookFileError: `FILE:LINE: what; how to fix it`.
+    """
+    name = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HookFileError([f"{name}: cannot read settings file: {exc}; check the path"]) from None
+    try:
+        read = read_yaml if name.endswith((".yaml", ".yml")) else read_json
+        data, composer = read(text, name)
+    except ReadAbort as exc:
+        raise HookFileError([str(exc)]) from None
+    if not isinstance(data, Mapping):
+        raise HookFileError([f"{name}:1: a settings file must be a mapping with a hooks key"])
+    try:
+        return parse_shell_hooks(data.get("hooks"), source=name)
+    except ShellHookError as exc:
+        key: KeyPath = ("hooks", *exc.path)
+        while key and key not in composer.lines:
+            key = key[:-1]
+        line = composer.lines.get(key, 1)
+        raise HookFileError(
+            [f"{name}:{line}: hooks.{'.'.join(map(str, exc.path))}: {exc}"]
+        ) from None
 
 
 def _anchor_script(hf: HookFile, path: Path) -> HookFile:
@@ -178,6 +209,11 @@ def _validate(data: Any, r: _Report, sources: tuple[str, ...]) -> HookFile:
 
 def _check_agent(agent: Mapping[str, Any], r: _Report) -> None:
     _check_keys(agent, ("agent",), _AGENT_KEYS, r)
+    try:
+        parse_shell_hooks(agent.get("hooks"))
+    except ShellHookError as exc:
+        at = ".".join(str(p) for p in exc.path)
+        r.add(("agent", "hooks", *exc.path), f"agent.hooks{'.' + at if at else ''}: {exc}")
     model = agent.get("model")
     if model is not None:
         provider, _, name = str(model).partition(":")

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from agent_threads.hooks.shellspec import ShellHook
 from state.errors import HookFileError, UserError
 from state.paths import StatePaths
 from state.reader import Reader
@@ -109,6 +110,16 @@ def default_model(cwd: Path, given: str | None = None) -> str | None:
     return name
 
 
+def settings_hooks(given: str | None) -> tuple[ShellHook, ...]:
+    """Shell hooks from `--settings FILE`, else `SUPERVISE_SETTINGS`; none without either."""
+    path = given or os.environ.get("SUPERVISE_SETTINGS")
+    if not path:
+        return ()
+    from supervisor.hookfile import load_settings_hooks
+
+    return load_settings_hooks(path)
+
+
 def cmd_run(args: argparse.Namespace, paths: StatePaths) -> int:
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
@@ -134,7 +145,10 @@ def cmd_run(args: argparse.Namespace, paths: StatePaths) -> int:
         env_keys=sorted(extra_env),
         # The CLI's SUPERVISE_MODEL (or settings file) is the fallback for this run's threads:
         # the daemon may have been started from another shell.
-        extra={"model_default": default_model(cwd)},
+        extra={
+            "model_default": default_model(cwd),
+            "settings_hooks": [h.to_json() for h in settings_hooks(args.settings)],
+        },
     )
     resolve_command(req.argv, req.cwd, req.env)  # bad input starts nothing, not even a daemon
     ensure_daemon(paths)

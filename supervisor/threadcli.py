@@ -21,7 +21,7 @@ from state.paths import StatePaths
 from state.reader import Reader, Row
 from supervisor import views
 from supervisor.daemonlock import running_pid
-from supervisor.running import default_model, ensure_daemon, err
+from supervisor.running import default_model, ensure_daemon, err, settings_hooks
 
 SETTLED = ("completed", "failed", "cancelled", "waiting_approval")
 _TICK_MS = 2000
@@ -76,6 +76,7 @@ def cmd_ask(args: argparse.Namespace, paths: StatePaths) -> int:
     except ValueError as exc:
         raise UserError(f"{settings.source}: {exc}") from None
     profile = Profile().inherit(layer)
+    hooks = json.dumps([h.to_json() for h in settings_hooks(args.settings)])
     store = _store(paths)
     now = time.time()
     with store.write() as s:
@@ -83,8 +84,8 @@ def cmd_ask(args: argparse.Namespace, paths: StatePaths) -> int:
         start = scheduled_start(conn, now, rate)
         cur = conn.exec_driver_sql(
             "INSERT INTO thread (trigger, depth, status, created_at, not_before, prompt, model,"
-            " cwd, permissions, turns) VALUES ('user', 0, 'queued', ?, ?, ?, ?, ?, ?, 0)",
-            (now, start, text, model, str(cwd), json.dumps(profile.to_json())),
+            " cwd, permissions, hooks, turns) VALUES ('user', 0, 'queued', ?, ?, ?, ?, ?, ?, ?, 0)",
+            (now, start, text, model, str(cwd), json.dumps(profile.to_json()), hooks),
         )
         tid = int(cur.lastrowid)
         conn.exec_driver_sql(

@@ -11,11 +11,14 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from agent_threads.hookpoints import HookPoints
+from agent_threads.hooks.shellspec import ShellHook, parse_shell_hooks
 from agent_threads.journal import ThreadInfo
 from agent_threads.loop import BASE_PROMPT, LoopConfig
 from agent_threads.models.resolve import NO_MODEL, build_model, choose
@@ -95,8 +98,9 @@ class ThreadHost:
             env=env,
             process_id=info.process_id,
             output_path=output,
-            launch=self._launcher(info, env, profile, limits, name),
         )
+        shell_hooks = self._shell_hooks(info, spec, agent, hooks)
+        ctx = replace(ctx, launch=self._launcher(info, env, profile, limits, name, shell_hooks))
         system = BASE_PROMPT if info.process_id is None else f"{BASE_PROMPT}\n{info.prompt}"
         cfg = LoopConfig(
             model=model,
@@ -106,6 +110,7 @@ class ThreadHost:
             system=system,
             max_turns=int(agent.get("max_turns") or self.settings.max_turns),
             budget_s=float(agent.get("timeout") or self.settings.thread_timeout),
+            hook_points=HookPoints(shell_hooks, ctx, agent_name=info.hook or "ask"),
         )
         return Prepared(cfg)
 
@@ -126,6 +131,25 @@ class ThreadHost:
         own = agent.get("permissions")
         return parent.inherit(Layer.from_mapping(own) if own is not None else None)
 
+    def _shell_hooks(
+        self,
+        info: ThreadInfo,
+        spec: dict[str, Any] | None,
+        agent: Mapping[str, Any],
+        hooks: HookFile,
+    ) -> tuple[ShellHook, ...]:
+        """Every shell hook of this thread: its parents', its settings file's, its own.
+
+        A thread started by a process that another thread launched runs the hooks of that
+        thread too: sub-agents never lose their hooks.
+        """
+        if spec is None:
+            return tuple(ShellHook.from_json(h) for h in json.loads(info.hooks or "[]"))
+        inherited = [ShellHook.from_json(h) for h in spec.get("parent_shell_hooks") or []]
+        settings = [ShellHook.from_json(h) for h in spec.get("settings_hooks") or []]
+        source = ", ".join(hooks.sources)
+        return (*inherited, *settings, *parse_shell_hooks(agent.get("hooks"), source=source))
+
     def _user_limits(self) -> Limits:
         return Limits(rate=Rate.parse(self.settings.rate)) if self.settings.rate else Limits()
 
@@ -136,6 +160,7 @@ class ThreadHost:
         profile: Profile,
         limits: Limits,
         model: str,
+        shell_hooks: tuple[ShellHook, ...],
     ) -> Any:
         async def run_process(
             argv: list[str],
@@ -153,7 +178,11 @@ class ThreadHost:
                     depth=info.depth,
                     parent_thread_id=info.id,
                     parent_limits=limits,
-                    extra={"parent_permissions": profile.to_json(), "model_default": model},
+                    extra={
+                        "parent_permissions": profile.to_json(),
+                        "parent_shell_hooks": [h.to_json() for h in shell_hooks],
+                        "model_default": model,
+                    },
                 )
                 row = launch(self.store, self.paths, req)
                 assert row.id is not None

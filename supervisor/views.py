@@ -231,9 +231,28 @@ def entry_lines(e: Row, *, full: bool = True) -> list[str]:
         return [f"  -- {d['text']}"]
     if kind == "tool_start":
         return [] if not full else [f"  .. {d['name']} started"]
+    if kind == "hook":
+        return hook_lines(d)
+    if kind == "context":
+        return [f"  ++ {d['event']} hook added to the context:", *_indent(str(d["text"]), limit)]
     if kind == "tool_pid":
         return []  # bookkeeping: what to kill if the daemon dies mid-call
     return [f"  {kind}: {_args(d)}"]
+
+
+def hook_lines(d: dict[str, Any]) -> list[str]:
+    """One shell hook run: which hook, on what, how long, how it ended, what it decided."""
+    how = "timed out" if d.get("timed_out") else f"exit {d.get('exit_code')}"
+    if d.get("decision") == "skipped":
+        how = "skipped (condition not met)"
+    on = f" on {d['matcher']}" if d.get("matcher") else ""
+    said = f" -> {d['decision']}" if d.get("decision") not in (None, "skipped") else ""
+    why = f": {d['reason']}" if d.get("reason") else ""
+    ms = d.get("duration_ms", 0)
+    out = [f"  ## {d['event']} hook `{d['hook']}`{on}: {how} in {ms} ms{said}{why}"]
+    if d.get("updated_input") is not None:
+        out.append(f"     input rewritten to {_args(d['updated_input'])}")
+    return out
 
 
 def thread_text(t: Row, entries: Sequence[Row]) -> str:

@@ -1,0 +1,295 @@
+"""Running shell hooks: values reach them as environment variables and JSON on stdin only.
+
+A command string is never formatted with a value: `$INPUT` holding `$(rm -rf /)` is data
+that the hook's own shell expands as a variable, never as code. Each hook runs in its own
+process group, killed whole at its timeout.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from agent_threads.hooks.shellspec import ShellHook
+
+CONDITION_TIMEOUT_S = 1.0
+MAX_RECORD = 4000  # characters of a hook's output kept in the transcript
+_RANK = {"allow": 0, "ask": 1, "deny": 2}
+
+
+@dataclass(frozen=True)
+class HookEvent:
+    """What happened, as the hooks of one event see it."""
+
+    event: str
+    session_id: str
+    cwd: Path
+    env: Mapping[str, str]
+    tool_name: str | None = None
+    tool_input: Mapping[str, Any] | None = None
+    tool_output: str | None = None
+    prompt: str | None = None
+    agent_name: str = ""
+
+    def variables(self) -> dict[str, str]:
+        values = {
+            "HOOK_EVENT": self.event,
+            "TIMESTAMP": datetime.now(UTC).isoformat(timespec="seconds"),
+            "SESSION_ID": self.session_id,
+            "PROJECT_ROOT": str(self.cwd),
+            "PLATFORM": "supervise",
+            "AGENT_NAME": self.agent_name,
+            "USER_NAME": _user(),
+        }
+        if self.tool_name is not None:
+            values["TOOL_NAME"] = self.tool_name
+            values["INPUT"] = json.dumps(self.tool_input or {}, ensure_ascii=False)
+        if self.tool_output is not None:
+            values["OUTPUT"] = self.tool_output
+        if self.prompt is not None:
+            values["PROMPT"] = self.prompt
+        # The environment cannot hold NUL bytes: show them, never cut the value there.
+        return {k: v.replace("\0", "\\0") for k, v in values.items()}
+
+    def stdin(self) -> bytes:
+        """Claude Code's event JSON."""
+        data: dict[str, Any] = {
+            "session_id": self.session_id,
+            "hook_event_name": self.event,
+            "cwd": str(self.cwd),
+        }
+        if self.tool_name is not None:
+            data["tool_name"] = self.tool_name
+            data["tool_input"] = dict(self.tool_input or {})
+        if self.tool_output is not None:
+            data["tool_response"] = self.tool_output
+        if self.prompt is not None:
+            data["prompt"] = self.prompt
+        return json.dumps(data, ensure_ascii=False).encode()
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return ""
+
+
+@dataclass(frozen=True)
+class HookRun:
+    """One hook's run, as the transcript records it."""
+
+    event: str
+    hook: str
+    matcher: str | None
+    source: str
+    duration_ms: int
+    exit_code: int | None
+    timed_out: bool
+    decision: str | None  # allow | ask | deny | stop | skipped | None (no say)
+    reason: str = ""
+    output: str = ""
+    context: str = ""
+    updated_input: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = {k: v for k, v in self.__dict__.items() if v not in (None, "")}
+        data.setdefault("decision", None)
+        data["timed_out"] = self.timed_out
+        return data
+
+
+@dataclass
+class HookOutcome:
+    """What the hooks of one event decided together: deny beats ask beats allow."""
+
+    decision: str | None = None
+    reason: str = ""
+    updated_input: dict[str, Any] | None = None
+    context: list[str] = field(default_factory=list)
+    stop: str | None = None
+    runs: list[HookRun] = field(default_factory=list)
+
+    def add(self, run: HookRun) -> None:
+        self.runs.append(run)
+        if run.decision in _RANK and (
+            self.decision is None or _RANK[run.decision] > _RANK[self.decision]
+        ):
+            self.decision, self.reason = run.decision, run.reason
+        if run.decision == "stop":
+            self.stop = run.reason or "a hook stopped the thread"
+        if run.updated_input is not None:
+            self.updated_input = run.updated_input
+        if run.context:
+            self.context.append(run.context)
+
+
+async def _exec(
+    command: str, ev: HookEvent, timeout: float, stdin: bytes
+) -> tuple[int | None, bytes, bytes, bool]:
+    env = {**ev.env, **ev.variables()}
+    proc = await anyio.open_process(
+        ["/bin/sh", "-c", command],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ev.cwd,
+        env=env,
+        start_new_session=True,  # the hook's whole group dies at its timeout
+    )
+    out, err = bytearray(), bytearray()
+    timed_out = False
+
+    async def read(stream: Any, buf: bytearray) -> None:
+        async for chunk in stream:
+            if len(buf) < 1 << 20:
+                buf.extend(chunk)
+
+    try:
+        with anyio.move_on_after(timeout) as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(read, proc.stdout, out)
+                tg.start_soon(read, proc.stderr, err)
+                assert proc.stdin is not None
+                # A hook that does not read its input is fine.
+                with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    await proc.stdin.send(stdin)
+                await proc.stdin.aclose()
+                await proc.wait()
+        timed_out = scope.cancelled_caught
+    finally:
+        with anyio.CancelScope(shield=True):
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # also a grandchild left running
+            with anyio.move_on_after(5):
+                await proc.wait()
+            await proc.aclose()
+    return (None if timed_out else proc.returncode), bytes(out), bytes(err), timed_out
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_RECORD else text[:MAX_RECORD] + "… [truncated]"
+
+
+def _json_answer(stdout: str) -> dict[str, Any] | str | None:
+    """Parsed JSON stdout; None when stdout is not JSON at all; an error text if broken."""
+    text = stdout.strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        return f"hook printed broken JSON ({exc})"
+    return data if isinstance(data, dict) else None
+
+
+def _from_json(data: dict[str, Any]) -> dict[str, Any]:
+    """Claude Code's answer fields, flattened."""
+    spec = data.get("hookSpecificOutput") or {}
+    out: dict[str, Any] = {}
+    legacy = {"block": "deny", "approve": "allow"}.get(str(data.get("decision")))
+    decision = spec.get("permissionDecision") or legacy
+    if decision in _RANK:
+        out["decision"] = decision
+        out["reason"] = str(spec.get("permissionDecisionReason") or data.get("reason") or "")
+    updated = spec.get("updatedInput") or data.get("updatedInput")
+    if isinstance(updated, dict):
+        out["updated_input"] = updated
+    context = spec.get("additionalContext") or data.get("additionalContext")
+    if context:
+        out["context"] = str(context)
+    if data.get("continue") is False:
+        out["decision"] = "stop"
+        out["reason"] = str(data.get("stopReason") or "a hook stopped the thread")
+    return out
+
+
+def judge(
+    hook: ShellHook, code: int | None, stdout: str, stderr: str, timed_out: bool
+) -> dict[str, Any]:
+    """A hook's say, from how it ended and what it printed. Pure."""
+    closed = hook.fail_mode == "closed"
+    if timed_out:
+        why = f"hook timed out after {hook.timeout_ms} ms"
+        return {"decision": "deny", "reason": why} if closed else {"reason": why}
+    assert code is not None
+    if code == 2:
+        return {"decision": "deny", "reason": stderr.strip() or stdout.strip() or "blocked by hook"}
+    crashed = code < 0 or code in (126, 127)
+    if code != 0:
+        if closed or not hook.continue_on_failure or (crashed and closed):
+            why = stderr.strip() or stdout.strip() or f"hook exited with {code}"
+            return {"decision": "deny", "reason": f"hook failed (exit {code}): {why}"}
+        return {"reason": f"hook failed (exit {code}); continuing"}
+    answer = _json_answer(stdout)
+    if isinstance(answer, str):
+        return {"decision": "deny", "reason": answer} if closed else {"reason": answer}
+    if answer is not None:
+        return _from_json(answer)
+    if hook.event in ("SessionStart", "UserPromptSubmit") and stdout.strip():
+        return {"context": stdout.strip()}  # the design doc's inject-context.sh
+    return {}
+
+
+async def run_one(hook: ShellHook, ev: HookEvent) -> HookRun:
+    started = time.monotonic()
+    if hook.condition is not None:
+        code, _o, _e, _t = await _exec(hook.condition, ev, CONDITION_TIMEOUT_S, ev.stdin())
+        if code != 0:
+            ms = int((time.monotonic() - started) * 1000)
+            return HookRun(
+                ev.event,
+                hook.label,
+                hook.matcher,
+                hook.source,
+                ms,
+                None,
+                False,
+                "skipped",
+                "condition not met",
+            )
+    code, out, err, timed_out = await _exec(hook.command, ev, hook.timeout_ms / 1000, ev.stdin())
+    stdout = out.decode("utf-8", errors="replace")
+    stderr = err.decode("utf-8", errors="replace")
+    say = judge(hook, code, stdout, stderr, timed_out)
+    ms = int((time.monotonic() - started) * 1000)
+    shown = stdout + (("\n[stderr]\n" + stderr) if stderr.strip() else "")
+    return HookRun(
+        ev.event,
+        hook.label,
+        hook.matcher,
+        hook.source,
+        ms,
+        code,
+        timed_out,
+        say.get("decision"),
+        _clip(str(say.get("reason", ""))),
+        _clip(shown.strip()),
+        _clip(str(say.get("context", ""))),
+        say.get("updated_input"),
+    )
+
+
+async def run_hooks(hooks: Sequence[ShellHook], ev: HookEvent) -> HookOutcome:
+    """Run the hooks of `ev.event` that match, in order; later ones see an updated input."""
+    outcome = HookOutcome()
+    for hook in hooks:
+        if hook.event != ev.event or not hook.matches(ev.tool_name or "", ev.tool_input or {}):
+            continue
+        run = await run_one(hook, ev)
+        outcome.add(run)
+        if run.updated_input is not None:
+            ev = replace(ev, tool_input=run.updated_input)
+    return outcome

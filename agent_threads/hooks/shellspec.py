@@ -1,0 +1,241 @@
+"""Shell-command hooks as configured: which events, which matcher, which command.
+
+Two shapes are read. Ours (the design document's): `{PreToolUse: [{matcher, command,
+timeout (ms), continueOnFailure, condition, fail_mode}]}`. Claude Code's, so users can
+reuse their hooks: `{PreToolUse: [{matcher, hooks: [{type: command, command, timeout
+(seconds)}]}]}`. Both become `ShellHook` values; pure, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agent_threads.permissions import Rule, split_commands, subject
+
+EVENTS = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "SessionStart", "SessionEnd")
+TOOL_EVENTS = ("PreToolUse", "PostToolUse")
+DEFAULT_TIMEOUT_MS = 5000
+MAX_TIMEOUT_MS = 600_000
+_NATIVE_KEYS = ("matcher", "command", "timeout", "continueOnFailure", "condition", "fail_mode")
+_CLAUDE_KEYS = ("type", "command", "timeout", "fail_mode")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+FailMode = Literal["open", "closed"]
+
+
+@dataclass(frozen=True)
+class ShellHook:
+    event: str
+    command: str
+    matcher: str | None = None
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
+    continue_on_failure: bool = True
+    condition: str | None = None
+    fail_mode: FailMode = "open"
+    claude: bool = False  # Claude Code's shape: its protocol is what the user expects
+    source: str = ""
+
+    @property
+    def label(self) -> str:
+        text = " ".join(self.command.split())
+        return text if len(text) <= 80 else text[:79] + "…"
+
+    def matches(self, tool: str, arguments: Mapping[str, Any]) -> bool:
+        """Whether this hook applies to a call of `tool` (always, outside tool events)."""
+        return self.event not in TOOL_EVENTS or matcher_matches(self.matcher, tool, arguments)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "event": self.event,
+            "command": self.command,
+            "matcher": self.matcher,
+            "timeout_ms": self.timeout_ms,
+            "continue_on_failure": self.continue_on_failure,
+            "condition": self.condition,
+            "fail_mode": self.fail_mode,
+            "claude": self.claude,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ShellHook:
+        return cls(
+            str(d["event"]),
+            str(d["command"]),
+            d.get("matcher"),
+            int(d.get("timeout_ms", DEFAULT_TIMEOUT_MS)),
+            bool(d.get("continue_on_failure", True)),
+            d.get("condition"),
+            "closed" if d.get("fail_mode") == "closed" else "open",
+            bool(d.get("claude", False)),
+            str(d.get("source", "")),
+        )
+
+
+def matcher_matches(matcher: str | None, tool: str, arguments: Mapping[str, Any]) -> bool:
+    """`Bash`, `Bash(git:*)`, `*` or empty, and regular expressions such as `Edit|Write`."""
+    if matcher is None or matcher.strip() in ("", "*"):
+        return True
+    text = matcher.strip()
+    if _IDENT.match(text):
+        return text == tool
+    try:
+        rule = Rule.parse(text)
+    except ValueError:
+        rule = None
+    if rule is not None and rule.pattern is not None:
+        if not rule.names(tool):
+            return False
+        subj = subject(tool, arguments)
+        if subj is None:
+            return False
+        parts = split_commands(subj) if tool == "Bash" else [subj]
+        return any(rule.matches_text(p) for p in parts or [subj])
+    try:
+        return re.fullmatch(text, tool) is not None
+    except re.error:
+        return False
+
+
+class ShellHookError(ValueError):
+    """A bad hook entry; `path` is where it sits under `hooks` (for FILE:LINE messages)."""
+
+    def __init__(self, path: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def _ms(value: Any, path: tuple[str | int, ...], seconds: bool) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        unit = "seconds" if seconds else "milliseconds"
+        raise ShellHookError(path, f"timeout must be a number of {unit} above 0, got {value!r}")
+    ms = int(value * 1000) if seconds else int(value)
+    return min(ms, MAX_TIMEOUT_MS)
+
+
+def _text(entry: Mapping[str, Any], key: str, path: tuple[str | int, ...]) -> str | None:
+    value = entry.get(key)
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ShellHookError((*path, key), f"{key} must be non-empty text, got {value!r}")
+    return value
+
+
+def _check_keys(
+    entry: Mapping[str, Any], known: Sequence[str], path: tuple[str | int, ...]
+) -> None:
+    for key in entry:
+        if key not in known:
+            raise ShellHookError(
+                (*path, key), f"unknown key {key!r} in a hook entry; known: {', '.join(known)}"
+            )
+
+
+def _fail_mode(entry: Mapping[str, Any], path: tuple[str | int, ...], cont: bool) -> FailMode:
+    value = entry.get("fail_mode")
+    if value is None:
+        # A hook that must not fail (continueOnFailure: false) also fails closed.
+        return "open" if cont else "closed"
+    if value not in ("open", "closed"):
+        raise ShellHookError(
+            (*path, "fail_mode"), f"fail_mode must be open or closed, got {value!r}"
+        )
+    return "closed" if value == "closed" else "open"
+
+
+def _native(
+    event: str, entry: Mapping[str, Any], path: tuple[str | int, ...], src: str
+) -> ShellHook:
+    _check_keys(entry, _NATIVE_KEYS, path)
+    command = _text(entry, "command", path)
+    if command is None:
+        raise ShellHookError(path, "a hook entry needs a command, e.g. command: ./check.sh")
+    cont = entry.get("continueOnFailure", True)
+    if not isinstance(cont, bool):
+        raise ShellHookError(
+            (*path, "continueOnFailure"), f"continueOnFailure must be true or false, got {cont!r}"
+        )
+    timeout = entry.get("timeout")
+    return ShellHook(
+        event,
+        command,
+        _text(entry, "matcher", path),
+        DEFAULT_TIMEOUT_MS if timeout is None else _ms(timeout, (*path, "timeout"), False),
+        cont,
+        _text(entry, "condition", path),
+        _fail_mode(entry, path, cont),
+        False,
+        src,
+    )
+
+
+def _claude(
+    event: str, group: Mapping[str, Any], path: tuple[str | int, ...], src: str
+) -> list[ShellHook]:
+    _check_keys(group, ("matcher", "hooks"), path)
+    matcher = group.get("matcher")
+    if matcher is not None and not isinstance(matcher, str):
+        raise ShellHookError((*path, "matcher"), f"matcher must be text, got {matcher!r}")
+    inner = group.get("hooks")
+    if not isinstance(inner, list):
+        raise ShellHookError((*path, "hooks"), "hooks must be a list of {type: command, command}")
+    out = []
+    for i, h in enumerate(inner):
+        where = (*path, "hooks", i)
+        if not isinstance(h, Mapping):
+            raise ShellHookError(where, f"must be a mapping with type and command, got {h!r}")
+        _check_keys(h, _CLAUDE_KEYS, where)
+        if h.get("type", "command") != "command":
+            raise ShellHookError(
+                (*where, "type"), f"only type: command is supported, got {h.get('type')!r}"
+            )
+        command = _text(h, "command", where)
+        if command is None:
+            raise ShellHookError(where, "a hook needs a command")
+        timeout = h.get("timeout")
+        ms = 60_000 if timeout is None else _ms(timeout, (*where, "timeout"), True)
+        out.append(
+            ShellHook(
+                event,
+                command,
+                matcher or None,
+                ms,
+                True,
+                None,
+                _fail_mode(h, where, True),
+                True,
+                src,
+            )
+        )
+    return out
+
+
+def parse_shell_hooks(data: Any, source: str = "") -> tuple[ShellHook, ...]:
+    """`agent.hooks` (or a settings file's `hooks`) into hooks, in the order written.
+
+    Raises:
+        ShellHookError: the first problem, with its key path under `hooks`.
+    """
+    if data is None:
+        return ()
+    if not isinstance(data, Mapping):
+        raise ShellHookError((), "hooks must be a mapping of event name to a list of hooks")
+    hooks: list[ShellHook] = []
+    for event, entries in data.items():
+        if event not in EVENTS:
+            raise ShellHookError(
+                (event,), f"unknown hook event {event!r}; events: {', '.join(EVENTS)}"
+            )
+        if not isinstance(entries, list):
+            raise ShellHookError((event,), f"{event} must be a list of hook entries")
+        for i, entry in enumerate(entries):
+            path: tuple[str | int, ...] = (event, i)
+            if not isinstance(entry, Mapping):
+                raise ShellHookError(path, f"must be a mapping with a command, got {entry!r}")
+            if "hooks" in entry:
+                hooks += _claude(event, entry, path, source)
+            else:
+                hooks.append(_native(event, entry, path, source))
+    return tuple(hooks)
