@@ -14,6 +14,7 @@ Entry kinds and their data:
 - note: {text}: what happened to the thread itself (resumed, budget reached).
 - hook: {event, hook, decision, exit_code, duration_ms, ...}: one shell hook's run.
 - context: {event, text}: what a hook added to the conversation (a user message).
+- system_hook: {text, messages}: the `<system-hook>` reminders after a batch of results.
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ def to_messages(entries: Sequence[Entry]) -> list[Message]:
     results = {e.data["call_id"]: e for e in entries if e.kind == "tool_result"}
     out: list[Message] = []
     for e in entries:
-        if e.kind == "user":
+        if e.kind in ("user", "system_hook"):
             out.append(Message("user", str(e.data["text"])))
         elif e.kind == "context":
             # What a hook added (SessionStart output, additionalContext, exit-2 feedback).

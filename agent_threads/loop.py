@@ -37,6 +37,7 @@ from agent_threads.entries import (
     to_messages,
 )
 from agent_threads.hookpoints import HookPoints
+from agent_threads.hooks.system import SystemHookConfig, collect_system_hooks, format_system_hooks
 from agent_threads.journal import Journal
 from agent_threads.models.retry import complete_with_retry
 from agent_threads.permissions import Profile, subject
@@ -76,6 +77,7 @@ class LoopConfig:
     retry_sleep: Callable[[float], Awaitable[None]] = anyio.sleep
     retry_attempts: int = 5
     hook_points: HookPoints | None = None
+    system_hooks: SystemHookConfig = field(default_factory=SystemHookConfig)
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,7 @@ class _Run:
         if isinstance(step, Finish):
             return LoopEnd("completed")
         if isinstance(step, CallModel):
+            await self.system_hooks()
             hp = self.cfg.hook_points
             stop = await hp.prompts(self.entries, self.save, self.cfg.system) if hp else None
             if stop is not None:
@@ -159,6 +162,28 @@ class _Run:
         elif isinstance(step, CheckCall):
             return await self.check(step.call)
         return None
+
+    async def system_hooks(self) -> None:
+        """After a batch of tool results: the reminders, as ONE user message."""
+        last = max((i for i, e in enumerate(self.entries) if e.kind == "assistant"), default=-1)
+        if last < 0 or not self.entries[last].data.get("tool_calls"):
+            return
+        after = self.entries[last + 1 :]
+        if any(e.kind == "system_hook" for e in after):
+            return
+        reply = self.entries[last].data
+        args = {c["id"]: c.get("arguments") or {} for c in reply["tool_calls"]}
+        batch = [
+            (str(e.data["name"]), {**e.data, "arguments": args.get(e.data["call_id"], {})})
+            for e in after
+            if e.kind == "tool_result" and e.data["call_id"] in args
+        ]
+        used = int((reply.get("usage") or {}).get("input_tokens", 0))
+        msgs = collect_system_hooks(
+            batch, self.entries[:last], self.cfg.system_hooks, input_tokens=used
+        )
+        if msgs:
+            await self.save("system_hook", {"text": format_system_hooks(msgs), "messages": msgs})
 
     async def call_model(self) -> LoopEnd | None:
         cfg = self.cfg

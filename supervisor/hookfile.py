@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_threads.hooks.shellspec import ShellHook, ShellHookError, parse_shell_hooks
+from agent_threads.hooks.system import SystemHookConfig
 from agent_threads.permissions import Rule
 from state.errors import HookFileError
 from supervisor.hookspec import (
@@ -48,7 +49,15 @@ _MAX_SECONDS = 10 * 365 * 86400
 _TOP_KEYS = ("purpose", "context", "hooks", "agent", "limits")
 _TRIGGERS = ("on_exit", "on_output_match", "on_timeout")
 _HOOK_KEYS = ("name", *_TRIGGERS, "instructions", "max_spawns")
-_AGENT_KEYS = ("model", "permissions", "max_turns", "timeout", "hooks", "extensions")
+_AGENT_KEYS = (
+    "model",
+    "permissions",
+    "max_turns",
+    "timeout",
+    "hooks",
+    "system_hooks",
+    "extensions",
+)
 _PROVIDERS = ("openai", "anthropic", "scripted")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -207,13 +216,21 @@ def _validate(data: Any, r: _Report, sources: tuple[str, ...]) -> HookFile:
     return HookFile(hooks, purpose, context, limits, agent, sources)
 
 
-def _check_agent(agent: Mapping[str, Any], r: _Report) -> None:
-    _check_keys(agent, ("agent",), _AGENT_KEYS, r)
+def _check_agent_hooks(agent: Mapping[str, Any], r: _Report) -> None:
+    try:
+        SystemHookConfig.from_mapping(agent.get("system_hooks"))
+    except ValueError as exc:
+        r.add(("agent", "system_hooks"), f"agent.system_hooks: {exc}")
     try:
         parse_shell_hooks(agent.get("hooks"))
     except ShellHookError as exc:
         at = ".".join(str(p) for p in exc.path)
         r.add(("agent", "hooks", *exc.path), f"agent.hooks{'.' + at if at else ''}: {exc}")
+
+
+def _check_agent(agent: Mapping[str, Any], r: _Report) -> None:
+    _check_keys(agent, ("agent",), _AGENT_KEYS, r)
+    _check_agent_hooks(agent, r)
     model = agent.get("model")
     if model is not None:
         provider, _, name = str(model).partition(":")

@@ -19,6 +19,7 @@ import anyio
 
 from agent_threads.hookpoints import HookPoints
 from agent_threads.hooks.shellspec import ShellHook, parse_shell_hooks
+from agent_threads.hooks.system import SystemHookConfig
 from agent_threads.journal import ThreadInfo
 from agent_threads.loop import BASE_PROMPT, LoopConfig
 from agent_threads.models.resolve import NO_MODEL, build_model, choose
@@ -111,6 +112,7 @@ class ThreadHost:
             max_turns=int(agent.get("max_turns") or self.settings.max_turns),
             budget_s=float(agent.get("timeout") or self.settings.thread_timeout),
             hook_points=HookPoints(shell_hooks, ctx, agent_name=info.hook or "ask"),
+            system_hooks=_system_hooks(agent.get("system_hooks")),
         )
         return Prepared(cfg)
 
@@ -191,6 +193,13 @@ class ThreadHost:
             return await anyio.to_thread.run_sync(start)
 
         return run_process
+
+
+def _system_hooks(data: Any) -> SystemHookConfig:
+    try:
+        return SystemHookConfig.from_mapping(data)
+    except ValueError as exc:  # checked at load; a snapshot from an older version
+        raise ModelError(f"agent.system_hooks: {exc}") from exc
 
 
 def _hooks(hooks: str | Mapping[str, Any] | None, cwd: Path) -> HookFile:

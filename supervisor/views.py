@@ -233,6 +233,8 @@ def entry_lines(e: Row, *, full: bool = True) -> list[str]:
         return [] if not full else [f"  .. {d['name']} started"]
     if kind == "hook":
         return hook_lines(d)
+    if kind == "system_hook":
+        return ["  << system hooks:", *_indent(str(d["text"]), limit)]
     if kind == "context":
         return [f"  ++ {d['event']} hook added to the context:", *_indent(str(d["text"]), limit)]
     if kind == "tool_pid":
