@@ -245,40 +245,30 @@ def judge(
 
 async def run_one(hook: ShellHook, ev: HookEvent) -> HookRun:
     started = time.monotonic()
+
+    def record(**kw: Any) -> HookRun:
+        ms = int((time.monotonic() - started) * 1000)
+        return HookRun(ev.event, hook.label, hook.matcher, hook.source, ms, **kw)
+
     if hook.condition is not None:
         code, _o, _e, _t = await _exec(hook.condition, ev, CONDITION_TIMEOUT_S, ev.stdin())
         if code != 0:
-            ms = int((time.monotonic() - started) * 1000)
-            return HookRun(
-                ev.event,
-                hook.label,
-                hook.matcher,
-                hook.source,
-                ms,
-                None,
-                False,
-                "skipped",
-                "condition not met",
+            return record(
+                exit_code=None, timed_out=False, decision="skipped", reason="condition not met"
             )
     code, out, err, timed_out = await _exec(hook.command, ev, hook.timeout_ms / 1000, ev.stdin())
     stdout = out.decode("utf-8", errors="replace")
     stderr = err.decode("utf-8", errors="replace")
     say = judge(hook, code, stdout, stderr, timed_out)
-    ms = int((time.monotonic() - started) * 1000)
     shown = stdout + (("\n[stderr]\n" + stderr) if stderr.strip() else "")
-    return HookRun(
-        ev.event,
-        hook.label,
-        hook.matcher,
-        hook.source,
-        ms,
-        code,
-        timed_out,
-        say.get("decision"),
-        _clip(str(say.get("reason", ""))),
-        _clip(shown.strip()),
-        _clip(str(say.get("context", ""))),
-        say.get("updated_input"),
+    return record(
+        exit_code=code,
+        timed_out=timed_out,
+        decision=say.get("decision"),
+        reason=_clip(str(say.get("reason", ""))),
+        output=_clip(shown.strip()),
+        context=_clip(str(say.get("context", ""))),
+        updated_input=say.get("updated_input"),
     )
 
 
