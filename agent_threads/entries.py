@@ -15,6 +15,11 @@ Entry kinds and their data:
 - hook: {event, hook, decision, exit_code, duration_ms, ...}: one shell hook's run.
 - context: {event, text}: what a hook added to the conversation (a user message).
 - system_hook: {text, messages}: the `<system-hook>` reminders after a batch of results.
+- injected: {role, text, event}: a message a lifecycle hook's effect added.
+- retry: {event, by}: BEFORE_FINAL_RESPONSE asked for another model call.
+- final: {content, by}: the final answer as a lifecycle hook rewrote it.
+- command / command_result: a `/command` a person sent, and its answer.
+- custom: {type, data}: an extension's own entry (never shown to the model).
 """
 
 from __future__ import annotations
@@ -143,7 +148,7 @@ def next_step(entries: Sequence[Entry]) -> Step:
         step = _call_step(tool_call(raw), after)
         if step is not None:
             return step
-    if reply.data.get("tool_calls") or any(e.kind == "user" for e in after):
+    if reply.data.get("tool_calls") or any(e.kind in ("user", "retry") for e in after):
         return CallModel()
     return Finish(str(reply.data.get("content") or ""))
 
@@ -167,7 +172,7 @@ def to_messages(entries: Sequence[Entry]) -> list[Message]:
     results = {e.data["call_id"]: e for e in entries if e.kind == "tool_result"}
     out: list[Message] = []
     for e in entries:
-        if e.kind in ("user", "system_hook"):
+        if e.kind in ("user", "system_hook", "injected"):
             out.append(Message("user", str(e.data["text"])))
         elif e.kind == "context":
             # What a hook added (SessionStart output, additionalContext, exit-2 feedback).

@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 import psutil
 
+from agent_threads import api
 from agent_threads.chat import Model, Reply, ToolCall
 from agent_threads.entries import (
     AwaitApproval,
@@ -39,6 +40,8 @@ from agent_threads.entries import (
 from agent_threads.hookpoints import HookPoints
 from agent_threads.hooks.system import SystemHookConfig, collect_system_hooks, format_system_hooks
 from agent_threads.journal import Journal
+from agent_threads.lifecycle import Fired
+from agent_threads.lifepoints import RETRY_CAP, LifePoints, reply_of
 from agent_threads.models.retry import complete_with_retry
 from agent_threads.permissions import Profile, subject
 from agent_threads.tools.base import Tool, ToolContext, ToolResult
@@ -78,6 +81,7 @@ class LoopConfig:
     retry_attempts: int = 5
     hook_points: HookPoints | None = None
     system_hooks: SystemHookConfig = field(default_factory=SystemHookConfig)
+    life: LifePoints | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,7 @@ class _Run:
     cfg: LoopConfig
     entries: list[Entry] = field(default_factory=list)
     turns: int = 0
+    retries: int = 0  # AFTER_LLM_CALL RETRYs in a row
 
     async def save(self, kind: str, data: dict[str, Any]) -> None:
         entry = await anyio.to_thread.run_sync(self.journal.append, kind, data)
@@ -139,9 +144,11 @@ class _Run:
 
     async def step(self) -> LoopEnd | None:
         """Carry out the next step; a LoopEnd when the run is over."""
+        if self.cfg.life is not None:
+            await self.cfg.life.commands(self.entries, self.save)
         step = next_step(self.entries)
         if isinstance(step, Finish):
-            return LoopEnd("completed")
+            return await self.finish(step.answer)
         if isinstance(step, CallModel):
             await self.system_hooks()
             hp = self.cfg.hook_points
@@ -185,6 +192,33 @@ class _Run:
         if msgs:
             await self.save("system_hook", {"text": format_system_hooks(msgs), "messages": msgs})
 
+    async def fire(self, event: api.AgentEvent, current: Any = None, **fields: Any) -> Fired:
+        life = self.cfg.life
+        if life is None:
+            return Fired(value=current)
+        return await life.fire(event, self.entries, self.save, self.turns, current, **fields)
+
+    async def finish(self, answer: str) -> LoopEnd | None:
+        """BEFORE_FINAL_RESPONSE may retry the model, replace the answer, or fail."""
+        msg = api.AssistantMessage(answer)
+        fired = await self.fire(api.AgentEvent.BEFORE_FINAL_RESPONSE, msg, assistant_message=msg)
+        if fired.decision is api.HookDecision.FAIL:
+            return LoopEnd(
+                "failed", error=f"FAIL from a BEFORE_FINAL_RESPONSE hook ({fired.source})"
+            )
+        if fired.decision is api.HookDecision.RETRY:
+            last_user = max((e.seq for e in self.entries if e.kind == "user"), default=0)
+            done = sum(1 for e in self.entries if e.kind == "retry" and e.seq > last_user)
+            if done >= RETRY_CAP:
+                why = f"BEFORE_FINAL_RESPONSE asked to RETRY {done} times; stopped at the retry cap"
+                return LoopEnd("failed", error=why)
+            await self.save("retry", {"event": "BEFORE_FINAL_RESPONSE", "by": fired.source})
+            return None
+        value = fired.value
+        if isinstance(value, api.AssistantMessage) and (value.content or "") != answer:
+            await self.save("final", {"content": value.content or "", "by": fired.source})
+        return LoopEnd("completed")
+
     async def call_model(self) -> LoopEnd | None:
         cfg = self.cfg
         if self.turns >= cfg.max_turns:
@@ -194,12 +228,23 @@ class _Run:
             )
             await self.save("note", {"text": why})
             return LoopEnd("failed", error=why)
+        before = await self.fire(api.AgentEvent.BEFORE_LLM_CALL)
+        if before.decision is api.HookDecision.FAIL:
+            return LoopEnd("failed", error=f"FAIL from a BEFORE_LLM_CALL hook ({before.source})")
+        if before.decision is api.HookDecision.STOP:
+            await self.save(
+                "assistant", _reply_json(reply_of(before.value), f"hook:{before.source}")
+            )
+            self.turns += 1
+            return None
         tools = [t.spec() for t in cfg.tools.values()]
+        life = cfg.life
+        messages = await life.model_messages(self.entries, self.save) if life else None
         try:
             reply = await complete_with_retry(
                 cfg.model,
                 cfg.system,
-                to_messages(self.entries),
+                messages if messages is not None else to_messages(self.entries),
                 tools,
                 attempts=cfg.retry_attempts,
                 sleep=cfg.retry_sleep,
@@ -215,7 +260,29 @@ class _Run:
             )
         except ModelError as exc:
             return LoopEnd("failed", error=f"{cfg.model.name}: {exc}")
-        await self.save("assistant", _reply_json(reply, cfg.model.name))
+        return await self.after_reply(reply)
+
+    async def after_reply(self, reply: Reply) -> LoopEnd | None:
+        """AFTER_LLM_CALL may retry, replace the reply, or fail; then the reply is saved."""
+        msg = api.AssistantMessage(
+            reply.content, [api.ToolCall(c.id, c.name, dict(c.arguments)) for c in reply.tool_calls]
+        )
+        fired = await self.fire(api.AgentEvent.AFTER_LLM_CALL, msg, assistant_message=msg)
+        if fired.decision is api.HookDecision.FAIL:
+            return LoopEnd("failed", error=f"FAIL from an AFTER_LLM_CALL hook ({fired.source})")
+        if fired.decision is api.HookDecision.RETRY:
+            self.retries += 1
+            if self.retries > RETRY_CAP:
+                why = (
+                    f"AFTER_LLM_CALL asked to RETRY {self.retries} times; stopped at the retry cap"
+                )
+                return LoopEnd("failed", error=why)
+            await self.save("note", {"text": f"reply discarded: RETRY from {fired.source}"})
+            return None
+        self.retries = 0
+        if isinstance(fired.value, api.AssistantMessage):  # a value may rewrite the reply
+            reply = replace(reply_of(fired.value), usage=reply.usage, stop_reason=reply.stop_reason)
+        await self.save("assistant", _reply_json(reply, self.cfg.model.name))
         self.turns += 1
         return None
 
@@ -269,6 +336,22 @@ class _Run:
                 await self.save("approval", {**data, "decision": "ask"})
                 return LoopEnd("waiting_approval", waiting=describe_call(call))
             call = pre.call or call
+        fired = await self.fire(
+            api.AgentEvent.BEFORE_TOOL_EXECUTION,
+            api.ToolCall(call.id, call.name, dict(call.arguments)),
+            tool_call=api.ToolCall(call.id, call.name, dict(call.arguments)),
+        )
+        if fired.decision is api.HookDecision.FAIL:
+            return LoopEnd(
+                "failed", error=f"FAIL from a BEFORE_TOOL_EXECUTION hook ({fired.source})"
+            )
+        if fired.decision is api.HookDecision.STOP:
+            given = fired.value
+            res = ToolResult(str(given.result), is_error=given.is_error)
+            await self.result(call, res, "error" if res.is_error else "ok")
+            return None
+        if isinstance(fired.value, api.ToolCall):
+            call = ToolCall(call.id, call.name, dict(fired.value.arguments))
         await self.save("tool_start", {"call_id": call.id, "name": call.name})
 
         async def spawned(pid: int) -> None:
@@ -277,12 +360,33 @@ class _Run:
 
         ctx = replace(self.cfg.ctx, on_spawn=spawned)
         res = await call_tool(self.cfg.tools[call.name], call.arguments, ctx)
+        res, failed = await self.after_tool(call, res)
         await self.result(call, res, "error" if res.is_error else "ok")
+        if failed is not None:
+            return failed
         if hp is not None:
             stop = await hp.post_tool(call, res.output, self.save)
             if stop is not None:
                 return LoopEnd("failed", error=f"stopped by a PostToolUse hook: {stop}")
         return None
+
+    async def after_tool(
+        self, call: ToolCall, res: ToolResult
+    ) -> tuple[ToolResult, LoopEnd | None]:
+        """AFTER_TOOL_EXECUTION (or ON_TOOL_ERROR) may replace the result, or fail."""
+        event = (
+            api.AgentEvent.ON_TOOL_ERROR if res.is_error else api.AgentEvent.AFTER_TOOL_EXECUTION
+        )
+        view = api.ToolResult(
+            call.id, call.name, res.output, res.is_error, res.output if res.is_error else None
+        )
+        fired = await self.fire(event, view, tool_result=view, error=view.error)
+        value = fired.value
+        if isinstance(value, api.ToolResult):
+            res = ToolResult(str(value.result), value.is_error, res.data)
+        if fired.decision is api.HookDecision.FAIL:
+            return res, LoopEnd("failed", error=f"FAIL from an {event.name} hook ({fired.source})")
+        return res, None
 
     async def interrupted(self, call: ToolCall) -> None:
         text = INTERRUPTED
@@ -321,6 +425,8 @@ async def run_loop(journal: Journal, cfg: LoopConfig, entries: list[Entry], turn
     end = LoopEnd("failed", error=f"stopped by a SessionStart hook: {stop}") if stop else None
     while end is None:
         end = await run.step()
-    if hp is not None and end.status in ("completed", "failed"):
-        await hp.session_end(run.save)
+    if end.status in ("completed", "failed"):
+        await run.fire(api.AgentEvent.QUERY_END)
+        if hp is not None:
+            await hp.session_end(run.save)
     return end
