@@ -129,10 +129,14 @@ def _parser() -> argparse.ArgumentParser:
         "send",
         help="continue a finished or waiting thread with a message",
         description="Add a message to a finished or waiting thread and run it again. To a "
-        "thread waiting for approval, a message is a refusal of the pending call.",
+        "thread waiting for approval, a message is a refusal of the pending call. A message "
+        "starting with / runs an extension's command (/pop); start with // to send a / text.",
     )
     snd.add_argument("id", help="thread id, e.g. t3")
-    snd.add_argument("message", nargs="+")
+    snd.add_argument("message", nargs="+", help='text, or a command such as "/pop"')
+    snd.add_argument(
+        "--choice", type=int, metavar="N", help="the answer a command's menu needs (1-based)"
+    )
     _detach_flags(snd)
 
     ap = sub.add_parser("approve", help="let a waiting thread make the call it asked for")

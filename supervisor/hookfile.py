@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agent_threads.extensions import ExtensionError, check_syntax
 from agent_threads.hooks.shellspec import ShellHook, ShellHookError, parse_shell_hooks
 from agent_threads.hooks.system import SystemHookConfig
 from agent_threads.permissions import Rule
@@ -115,8 +116,30 @@ def load_settings_hooks(path: str | Path) -> tuple[ShellHook, ...]:
         ) from None
 
 
+def _anchor_extensions(hf: HookFile, path: Path) -> HookFile:
+    """Extension paths are relative to the hook file; a syntax error is found now."""
+    specs = hf.agent.get("extensions") or []
+    if not specs:
+        return hf
+    anchored, problems = [], []
+    for spec in specs:
+        if spec.endswith(".py") or "/" in spec:
+            file = Path(spec).expanduser()
+            file = file if file.is_absolute() else path.resolve().parent / file
+            try:
+                check_syntax(file)
+            except ExtensionError as exc:
+                problems.append(f"{path}: agent.extensions: {exc}")
+            spec = str(file)
+        anchored.append(spec)
+    if problems:
+        raise HookFileError(problems)
+    return replace(hf, agent={**hf.agent, "extensions": anchored})
+
+
 def _anchor_script(hf: HookFile, path: Path) -> HookFile:
     """A relative `scripted:FILE` model means relative to the hook file, wherever it runs."""
+    hf = _anchor_extensions(hf, path)
     model = hf.agent.get("model")
     if isinstance(model, str) and model.startswith("scripted:"):
         script = Path(model.removeprefix("scripted:")).expanduser()
@@ -231,6 +254,12 @@ def _check_agent_hooks(agent: Mapping[str, Any], r: _Report) -> None:
 def _check_agent(agent: Mapping[str, Any], r: _Report) -> None:
     _check_keys(agent, ("agent",), _AGENT_KEYS, r)
     _check_agent_hooks(agent, r)
+    ext = agent.get("extensions")
+    if ext is not None and not (
+        isinstance(ext, list) and all(isinstance(x, str) and x.strip() for x in ext)
+    ):
+        fix = "write extensions: [configs/extensions/stack.py]"
+        r.bad(("agent", "extensions"), "must be a list of paths or module names", ext, fix)
     model = agent.get("model")
     if model is not None:
         provider, _, name = str(model).partition(":")

@@ -245,7 +245,12 @@ def cmd_send(args: argparse.Namespace, paths: StatePaths) -> int:
                 },
             )
         )
-    items.append(("user", {"text": text}))
+    if text.startswith("/") and len(text) > 1 and not text.startswith("//"):
+        # A slash command for the thread's extensions, run by the daemon; not a prompt.
+        name, _, rest = text[1:].partition(" ")
+        items.append(("command", {"name": name, "args": rest.strip(), "choice": args.choice}))
+    else:
+        items.append(("user", {"text": text.removeprefix("/") if text.startswith("//") else text}))
     last = max((e["seq"] for e in Reader(paths.db).entries(tid)), default=0)
     allowed = ["completed", "failed", "cancelled", "waiting_approval"]
     before = append_external(store, tid, items, allowed=allowed)

@@ -17,10 +17,12 @@ from typing import Any
 
 import anyio
 
+from agent_threads.extensions import Extensions, load_extensions
 from agent_threads.hookpoints import HookPoints
 from agent_threads.hooks.shellspec import ShellHook, parse_shell_hooks
 from agent_threads.hooks.system import SystemHookConfig
 from agent_threads.journal import ThreadInfo
+from agent_threads.lifepoints import LifePoints
 from agent_threads.loop import BASE_PROMPT, LoopConfig
 from agent_threads.models.resolve import NO_MODEL, build_model, choose
 from agent_threads.permissions import Layer, Profile
@@ -101,7 +103,10 @@ class ThreadHost:
             output_path=output,
         )
         shell_hooks = self._shell_hooks(info, spec, agent, hooks)
-        ctx = replace(ctx, launch=self._launcher(info, env, profile, limits, name, shell_hooks))
+        extensions = [*((spec or {}).get("parent_extensions") or []), *agent.get("extensions", [])]
+        ext = load_extensions(extensions, cwd)
+        launcher = self._launcher(info, env, profile, limits, name, shell_hooks, ext.sources)
+        ctx = replace(ctx, launch=launcher)
         system = BASE_PROMPT if info.process_id is None else f"{BASE_PROMPT}\n{info.prompt}"
         cfg = LoopConfig(
             model=model,
@@ -112,7 +117,8 @@ class ThreadHost:
             max_turns=int(agent.get("max_turns") or self.settings.max_turns),
             budget_s=float(agent.get("timeout") or self.settings.thread_timeout),
             hook_points=HookPoints(shell_hooks, ctx, agent_name=info.hook or "ask"),
-            system_hooks=_system_hooks(agent.get("system_hooks")),
+            system_hooks=_system_hooks(agent.get("system_hooks"), ext),
+            life=LifePoints(ext, thread_id=info.id, cwd=cwd, model=model.name),
         )
         return Prepared(cfg)
 
@@ -163,6 +169,7 @@ class ThreadHost:
         limits: Limits,
         model: str,
         shell_hooks: tuple[ShellHook, ...],
+        extensions: list[str],
     ) -> Any:
         async def run_process(
             argv: list[str],
@@ -183,6 +190,7 @@ class ThreadHost:
                     extra={
                         "parent_permissions": profile.to_json(),
                         "parent_shell_hooks": [h.to_json() for h in shell_hooks],
+                        "parent_extensions": list(extensions),
                         "model_default": model,
                     },
                 )
@@ -195,9 +203,9 @@ class ThreadHost:
         return run_process
 
 
-def _system_hooks(data: Any) -> SystemHookConfig:
+def _system_hooks(data: Any, ext: Extensions) -> SystemHookConfig:
     try:
-        return SystemHookConfig.from_mapping(data)
+        return replace(SystemHookConfig.from_mapping(data), extra=tuple(ext.triggers))
     except ValueError as exc:  # checked at load; a snapshot from an older version
         raise ModelError(f"agent.system_hooks: {exc}") from exc
 
@@ -208,10 +216,18 @@ def _hooks(hooks: str | Mapping[str, Any] | None, cwd: Path) -> HookFile:
     if hooks is None:
         return HookFile()
     if isinstance(hooks, str):
-        return load_hook_file(cwd / hooks)
-    if not isinstance(hooks, Mapping):
+        hf = load_hook_file(cwd / hooks)
+    elif isinstance(hooks, Mapping):
+        hf = load_hook_mapping(hooks, "RunProcess hooks")
+    else:
         raise UserError("hooks must be a hook file path or a mapping")
-    return load_hook_mapping(hooks, "RunProcess hooks")
+    if hf.agent.get("extensions"):
+        # Python code a thread wrote must never run in the daemon: only a person adds it.
+        raise UserError(
+            "a thread cannot add extensions (agent.extensions); its processes inherit the "
+            "thread's own. Start the process yourself with `supervise run` to add one"
+        )
+    return hf
 
 
 def daemon_env() -> dict[str, str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -208,38 +208,72 @@ def _args(arguments: dict[str, Any]) -> str:
     return json.dumps(arguments, ensure_ascii=False)
 
 
+def _assistant(e: Row, d: dict[str, Any], limit: int | None) -> list[str]:
+    out = [f"[{local(e['at'])}] assistant ({d.get('model', '?')}):"]
+    out += _indent(str(d.get("content") or ""), limit)
+    return out + [f"  -> {c['name']} {_args(c.get('arguments') or {})}" for c in d["tool_calls"]]
+
+
+def _approval(d: dict[str, Any]) -> list[str]:
+    by = {"user": "a person", "hook": "a PreToolUse hook"}.get(
+        str(d.get("by")), "the permission rules"
+    )
+    words = {"ask": "needs approval", "approved": "approved", "denied": "denied"}
+    why = f": {d['reason']}" if d.get("reason") else ""
+    return [f"  ?? {d['name']} {words.get(d['decision'], d['decision'])} by {by}{why}"]
+
+
+def _command_result(d: dict[str, Any], limit: int | None) -> list[str]:
+    mark = "" if d.get("ok") else " (failed)"
+    out = [f"  <- /{d['name']}{mark}", *_indent(str(d.get("output") or ""), limit)]
+    return out + [f"    note: {n}" for n in d.get("notes") or []]
+
+
+_Render = Callable[[Row, dict[str, Any], "int | None"], list[str]]
+_RENDER: dict[str, _Render] = {
+    "user": lambda e, d, n: [f"[{local(e['at'])}] user:", *_indent(str(d["text"]), n)],
+    "assistant": _assistant,
+    "tool_result": lambda e, d, n: [
+        f"  <- {d['name']} [{d['status']}]",
+        *_indent(str(d["output"]), n),
+    ],
+    "approval": lambda e, d, n: _approval(d),
+    "note": lambda e, d, n: [f"  -- {d['text']}"],
+    "hook": lambda e, d, n: hook_lines(d),
+    "injected": lambda e, d, n: [
+        f"  ++ {d['event']} hook added a {d['role']} message:",
+        *_indent(str(d["text"]), n),
+    ],
+    "retry": lambda e, d, n: [f"  -- {d['event']} hook asked for another answer ({d['by']})"],
+    "final": lambda e, d, n: [
+        f"  -- final answer rewritten by {d['by']}:",
+        *_indent(str(d["content"]), n),
+    ],
+    "command": lambda e, d, n: [
+        f"[{local(e['at'])}] command: /{d['name']} {d.get('args') or ''}".rstrip()
+    ],
+    "command_result": lambda e, d, n: _command_result(d, n),
+    "system_hook": lambda e, d, n: ["  << system hooks:", *_indent(str(d["text"]), n)],
+    "context": lambda e, d, n: [
+        f"  ++ {d['event']} hook added to the context:",
+        *_indent(str(d["text"]), n),
+    ],
+    "tool_pid": lambda e, d, n: [],  # bookkeeping: what to kill if the daemon dies mid-call
+}
+_DETAIL: dict[str, _Render] = {  # shown by `thread show`, not while following
+    "tool_start": lambda e, d, n: [f"  .. {d['name']} started"],
+    "custom": lambda e, d, n: [f"  .. custom entry {d['type']}: {_args(d['data'])}"],
+}
+
+
 def entry_lines(e: Row, *, full: bool = True) -> list[str]:
     """How one transcript entry reads for a person."""
     d, kind = e["data"], e["kind"]
     limit = None if full else 12
-    if kind == "user":
-        return [f"[{local(e['at'])}] user:", *_indent(str(d["text"]), limit)]
-    if kind == "assistant":
-        out = [f"[{local(e['at'])}] assistant ({d.get('model', '?')}):"]
-        out += _indent(str(d.get("content") or ""), limit)
-        out += [f"  -> {c['name']} {_args(c.get('arguments') or {})}" for c in d["tool_calls"]]
-        return out
-    if kind == "tool_result":
-        head = f"  <- {d['name']} [{d['status']}]"
-        return [head, *_indent(str(d["output"]), limit)]
-    if kind == "approval":
-        by = "a person" if d.get("by") == "user" else "the permission rules"
-        words = {"ask": "needs approval", "approved": "approved", "denied": "denied"}
-        why = f": {d['reason']}" if d.get("reason") else ""
-        return [f"  ?? {d['name']} {words.get(d['decision'], d['decision'])} by {by}{why}"]
-    if kind == "note":
-        return [f"  -- {d['text']}"]
-    if kind == "tool_start":
-        return [] if not full else [f"  .. {d['name']} started"]
-    if kind == "hook":
-        return hook_lines(d)
-    if kind == "system_hook":
-        return ["  << system hooks:", *_indent(str(d["text"]), limit)]
-    if kind == "context":
-        return [f"  ++ {d['event']} hook added to the context:", *_indent(str(d["text"]), limit)]
-    if kind == "tool_pid":
-        return []  # bookkeeping: what to kill if the daemon dies mid-call
-    return [f"  {kind}: {_args(d)}"]
+    if kind in _DETAIL:
+        return _DETAIL[kind](e, d, limit) if full else []
+    render = _RENDER.get(kind)
+    return render(e, d, limit) if render else [f"  {kind}: {_args(d)}"]
 
 
 def hook_lines(d: dict[str, Any]) -> list[str]:
@@ -282,6 +316,8 @@ def _final_answer(t: Row, entries: Sequence[Row]) -> str | None:
     if t["status"] != "completed":
         return None
     for e in reversed(entries):
+        if e["kind"] == "final":
+            return str(e["data"]["content"])
         if e["kind"] == "assistant":
             return str(e["data"].get("content") or "(no text)")
     return None

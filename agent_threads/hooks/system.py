@@ -54,6 +54,7 @@ class SystemHookConfig:
     many_files: int = 5
     window: int = 128_000  # the model's context window, in tokens
     ratio: float = 0.8
+    extra: tuple[Trigger, ...] = ()  # triggers added by extensions
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None) -> SystemHookConfig:
@@ -119,6 +120,14 @@ def _options(
             if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= 1:
                 raise ValueError(f"{name}.ratio must be a number in (0, 1], got {v!r}")
             opts["ratio"] = float(v)
+
+
+def _safe(trig: Trigger, tool: str, result: Mapping[str, Any]) -> str | None:
+    """An extension's trigger that raises says so instead of stopping the thread."""
+    try:
+        return trig(tool, result)
+    except Exception as exc:
+        return f"(a system-hook trigger failed: {exc!r})"
 
 
 def format_system_hooks(messages: Sequence[str]) -> str:
@@ -246,8 +255,8 @@ def collect_system_hooks(
         for name, trig in per_result:
             if name not in cfg.off and (msg := trig(tool, result)):
                 out.append(msg)
-        for trig in extra:
-            if msg := trig(tool, result):
+        for trig in (*extra, *cfg.extra):
+            if msg := _safe(trig, tool, result):
                 out.append(msg)
     before = _history_calls(history)
     out += _streaks(b, before, batch)
