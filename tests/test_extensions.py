@@ -1,0 +1,236 @@
+"""Lifecycle hooks and extensions, through the real daemon and a real OpenAI-protocol server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import ROOT, Daemon, Env
+from modelserver import ModelServer
+from test_threads_e2e import results, run_hooked, settled, thread
+
+from agent_threads.api import (
+    AgentEvent,
+    AgentStatus,
+    AssistantMessage,
+    HookDecision,
+    HookRegistrationError,
+    SystemMessage,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
+from agent_threads.extensions import ExtensionAPI, Extensions, load_extensions
+
+LIFECYCLE = """
+from agent_threads.api import AgentEvent, HookDecision, SystemMessage, UserMessage
+
+def register(api):
+    api.on(AgentEvent.BEFORE_LLM_CALL).when(
+        lambda s: not any(isinstance(m, SystemMessage) for m in s.agent.conversation_history)
+    ).handle(effects=[lambda s: s.agent.conversation_history.append(
+        SystemMessage("Always answer in <answer> tags."))])
+    api.on(AgentEvent.AFTER_LLM_CALL).when(
+        lambda s: "INVALID" in (s.assistant_message.content or "")
+    ).handle(decision=HookDecision.RETRY)
+    async def enrich(status, result):
+        result.result = result.result + " [checked]"
+        return result
+    api.on(AgentEvent.AFTER_TOOL_EXECUTION).handle(value=enrich)
+    api.on(AgentEvent.ON_TOOL_ERROR).handle(effects=[lambda s: s.agent.conversation_history.append(
+        UserMessage("Tool failed: " + (s.error or "")[:40]))])
+    def shout(status, msg):
+        msg.content = (msg.content or "").upper()
+        return msg
+    api.on(AgentEvent.BEFORE_FINAL_RESPONSE).handle(value=shout)
+    def broken(status):
+        raise RuntimeError("boom")
+    api.on(AgentEvent.BEFORE_TOOL_EXECUTION).handle(effects=[broken])
+    def end(status):
+        with open(status.agent.cwd + "/query_end.txt", "w") as f:
+            f.write(str(status.iteration))
+    api.on(AgentEvent.QUERY_END).handle(effects=[end])
+    def mark(messages, ctx):
+        return messages + [UserMessage("EXT-CONTEXT-MARK")]
+    api.on("context", mark)
+"""
+
+
+@pytest.fixture
+def server() -> Iterator[ModelServer]:
+    with ModelServer() as s:
+        yield s
+
+
+def write_hooks(env: Env, agent: dict[str, Any]) -> Path:
+    body = {
+        "hooks": [{"name": "done", "on_exit": {}, "instructions": "Look."}],
+        "agent": {"permissions": {"allow": ["Bash"]}, **agent},
+    }
+    return env.write("hooks.yaml", yaml.safe_dump(body))
+
+
+def test_lifecycle_hooks_and_context_transform_reach_the_model(
+    env: Env, server: ModelServer, start_daemon: Callable[[], Daemon]
+) -> None:
+    env.write("ext.py", LIFECYCLE)
+    server.push("INVALID first try")
+    server.push("", [{"id": "c1", "name": "Bash", "arguments": {"command": "echo hi"}}])
+    server.push("", [{"id": "c2", "name": "Bash", "arguments": {"command": "exit 3"}}])
+    server.push("<answer>fine</answer>")
+    env.extra["OPENAI_BASE_URL"] = f"{server.url}/v1"
+    start_daemon()
+    run_hooked(env, write_hooks(env, {"model": "openai:m", "extensions": ["ext.py"]}))
+    t = settled(env, "t1", timeout=30)
+    assert t["status"] == "completed", t
+    ok, failed = results(t)
+    assert ok["output"] == "hi [checked]"  # AFTER_TOOL_EXECUTION's value
+    assert failed["is_error"]
+    kinds = [e["kind"] for e in t["entries"]]
+    assert kinds.count("injected") == 2  # the system message and the tool-error note
+    notes = [e["text"] for e in t["entries"] if e["kind"] == "note"]
+    assert any("reply discarded: RETRY" in n for n in notes)
+    assert any("BEFORE_TOOL_EXECUTION hook raised RuntimeError('boom')" in n for n in notes)
+    final = [e for e in t["entries"] if e["kind"] == "final"]
+    assert final[0]["content"] == "<ANSWER>FINE</ANSWER>"
+    assert "--- final answer ---\n<ANSWER>FINE</ANSWER>" in env.cli("thread", "show", "t1").stdout
+    assert len(server.requests) == 4  # the INVALID reply was asked for again
+    first = server.requests[0]["json"]["messages"]
+    assert first[-2]["content"] == "Always answer in <answer> tags."
+    assert first[-1]["content"] == "EXT-CONTEXT-MARK"  # the transform, in the real request
+    assert (env.work / "query_end.txt").read_text() == "3"
+
+
+def test_pop_folds_a_sub_task_into_its_summary(
+    env: Env, server: ModelServer, start_daemon: Callable[[], Daemon]
+) -> None:
+    stack = ROOT / "configs" / "extensions" / "stack.py"
+    env.extra["OPENAI_BASE_URL"] = f"{server.url}/v1"
+    start_daemon()
+    server.push("ready")
+    run_hooked(env, write_hooks(env, {"model": "openai:m", "extensions": [str(stack)]}))
+    settled(env, "t1", "completed", timeout=30)
+
+    def send(*args: str) -> str:
+        r = env.cli("send", "t1", *args)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    assert "pushed 'dig into the cache'" in send("/push dig into the cache")
+    server.push("The cache is cold because the TTL is 0.")
+    assert "TTL is 0" in send("why is the cache cold?")
+    assert "pushed 'side quest'" in send("/push side quest")
+    out = env.cli("send", "t1", "/pop")
+    assert "Pop which sub-task?" in out.stdout + out.stderr and "--choice N" in out.stdout
+    assert "popped 'side quest'" in send("/pop", "--choice", "1")
+    assert "popped 'dig into the cache'" in send("/pop")
+    server.push("Next: raise the TTL.")
+    send("what next?")
+    msgs = json.dumps(server.requests[-1]["json"]["messages"])
+    assert "why is the cache cold?" not in msgs  # folded away
+    assert "Sub-task 'dig into the cache' was stacked away with /pop" in msgs
+    assert "Summary: The cache is cold because the TTL is 0." in msgs
+    assert "unknown command /nope" in send("/nope")
+    assert thread(env, "t1")["status"] == "completed"
+
+
+def test_registration_rules() -> None:
+    ext = Extensions()
+    api = ExtensionAPI(ext, "x.py")
+    builder = api.on(AgentEvent.BEFORE_TOOL_EXECUTION)
+    assert builder is not None
+    with pytest.raises(HookRegistrationError, match="RETRY is only allowed on AFTER_LLM_CALL"):
+        builder.handle(decision=HookDecision.RETRY)
+    with pytest.raises(HookRegistrationError, match="STOP on BEFORE_LLM_CALL needs a value"):
+        api.on(AgentEvent.BEFORE_LLM_CALL).handle(decision=HookDecision.STOP)  # type: ignore[union-attr]
+    with pytest.raises(Exception, match="is not an event"):
+        api.on("nonsense")
+    assert [
+        type(c).__name__
+        for c in (
+            SystemMessage("a"),
+            UserMessage("b"),
+            AssistantMessage("c"),
+            ToolCall("i", "n"),
+            ToolResult("i", "n"),
+        )
+    ] == ["SystemMessage", "UserMessage", "AssistantMessage", "ToolCall", "ToolResult"]
+    assert AgentStatus.__dataclass_fields__.keys() >= {
+        "event",
+        "agent",
+        "iteration",
+        "tool_call",
+        "tool_result",
+        "assistant_message",
+        "error",
+    }
+
+
+@pytest.mark.anyio
+async def test_stop_value_is_type_checked(tmp_path: Path) -> None:
+    from agent_threads.api import AgentView
+    from agent_threads.lifecycle import fire
+
+    ext = Extensions()
+    api = ExtensionAPI(ext, "x.py")
+    api.on(AgentEvent.BEFORE_LLM_CALL).handle(decision=HookDecision.STOP, value="cached")  # type: ignore[union-attr]
+    status = AgentStatus(AgentEvent.BEFORE_LLM_CALL, AgentView("t1", [], str(tmp_path), "m"), 0)
+    with pytest.raises(Exception, match="STOP on BEFORE_LLM_CALL must give a AssistantMessage"):
+        await fire(ext.lifecycle, status, None)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def test_load_errors_say_file_and_line(env: Env, tmp_path: Path) -> None:
+    bad = env.write("bad.py", "def register(api):\n    x = (\n")
+    f = env.write("h.yaml", yaml.safe_dump({"agent": {"extensions": ["bad.py"]}}))
+    r = env.cli("hooks", "check", str(f))
+    assert r.returncode == 2 and f"{bad}:2: syntax error in extension" in r.stderr
+    raising = tmp_path / "raising.py"
+    raising.write_text("def register(api):\n    raise ValueError('nope')\n")
+    with pytest.raises(Exception, match=r"raising.py:2: register\(api\) failed"):
+        load_extensions([str(raising)], tmp_path)
+    (tmp_path / "noreg.py").write_text("x = 1\n")
+    with pytest.raises(Exception, match="must define register"):
+        load_extensions(["noreg.py"], tmp_path)
+
+
+def test_a_thread_cannot_add_extensions(env: Env, daemon: Daemon) -> None:
+    env.write("evil.py", "def register(api):\n    pass\n")
+    turns = env.write(
+        "t.yaml",
+        yaml.safe_dump(
+            {
+                "turns": [
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "RunProcess",
+                                "arguments": {
+                                    "command": "true",
+                                    "hooks": {"agent": {"extensions": ["evil.py"]}},
+                                },
+                            }
+                        ]
+                    },
+                    {"content": "ok"},
+                ]
+            }
+        ),
+    )
+    run_hooked(
+        env,
+        write_hooks(
+            env, {"model": f"scripted:{turns.name}", "permissions": {"allow": ["RunProcess"]}}
+        ),
+    )
+    t = settled(env, "t1", "completed")
+    (res,) = results(t)
+    assert res["is_error"] and "a thread cannot add extensions" in res["output"]
