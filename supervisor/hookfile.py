@@ -87,7 +87,13 @@ def load_hook_file(path: str | Path) -> HookFile:
 
 
 def load_settings_hooks(path: str | Path) -> tuple[ShellHook, ...]:
-    """The shell hooks of a settings file (JSON or YAML, Claude Code's settings.json shape).
+    """The shell hooks of a settings file (see `load_settings_file`)."""
+    return load_settings_file(path)[0]
+
+
+def load_settings_file(path: str | Path) -> tuple[tuple[ShellHook, ...], list[str]]:
+    """A settings file (JSON or YAML, Claude Code's settings.json shape): its shell hooks and
+    its `extensions` (paths relative to the file, made absolute and syntax-checked).
 
     Raises:
         HookFileError: `FILE:LINE: what; how to fix it`.
@@ -104,8 +110,19 @@ def load_settings_hooks(path: str | Path) -> tuple[ShellHook, ...]:
         raise HookFileError([str(exc)]) from None
     if not isinstance(data, Mapping):
         raise HookFileError([f"{name}:1: a settings file must be a mapping with a hooks key"])
+    unknown = sorted(set(data) - {"hooks", "extensions"})
+    if unknown:
+        line = composer.lines.get((unknown[0],), 1)
+        raise HookFileError(
+            [f"{name}:{line}: unknown key {unknown[0]!r}; a settings file has hooks and extensions"]
+        )
+    ext = data.get("extensions") or []
+    if not isinstance(ext, list) or not all(isinstance(x, str) for x in ext):
+        line = composer.lines.get(("extensions",), 1)
+        raise HookFileError([f"{name}:{line}: extensions must be a list of paths or modules"])
+    hf = _anchor_extensions(HookFile(agent={"extensions": ext}), Path(path))
     try:
-        return parse_shell_hooks(data.get("hooks"), source=name)
+        return parse_shell_hooks(data.get("hooks"), source=name), list(hf.agent["extensions"])
     except ShellHookError as exc:
         key: KeyPath = ("hooks", *exc.path)
         while key and key not in composer.lines:
@@ -119,8 +136,6 @@ def load_settings_hooks(path: str | Path) -> tuple[ShellHook, ...]:
 def _anchor_extensions(hf: HookFile, path: Path) -> HookFile:
     """Extension paths are relative to the hook file; a syntax error is found now."""
     specs = hf.agent.get("extensions") or []
-    if not specs:
-        return hf
     anchored, problems = [], []
     for spec in specs:
         if spec.endswith(".py") or "/" in spec:

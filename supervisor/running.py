@@ -9,8 +9,8 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from agent_threads.hooks.shellspec import ShellHook
 from state.errors import HookFileError, UserError
 from state.paths import StatePaths
 from state.reader import Reader
@@ -110,14 +110,16 @@ def default_model(cwd: Path, given: str | None = None) -> str | None:
     return name
 
 
-def settings_hooks(given: str | None) -> tuple[ShellHook, ...]:
-    """Shell hooks from `--settings FILE`, else `SUPERVISE_SETTINGS`; none without either."""
+def settings_hooks(given: str | None) -> dict[str, Any]:
+    """Shell hooks and extensions from `--settings FILE`, else `SUPERVISE_SETTINGS`, as JSON:
+    `{"shell": [...], "extensions": [...]}` (empty without either)."""
     path = given or os.environ.get("SUPERVISE_SETTINGS")
     if not path:
-        return ()
-    from supervisor.hookfile import load_settings_hooks
+        return {"shell": [], "extensions": []}
+    from supervisor.hookfile import load_settings_file
 
-    return load_settings_hooks(path)
+    shell, extensions = load_settings_file(path)
+    return {"shell": [h.to_json() for h in shell], "extensions": extensions}
 
 
 def cmd_run(args: argparse.Namespace, paths: StatePaths) -> int:
@@ -147,7 +149,7 @@ def cmd_run(args: argparse.Namespace, paths: StatePaths) -> int:
         # the daemon may have been started from another shell.
         extra={
             "model_default": default_model(cwd),
-            "settings_hooks": [h.to_json() for h in settings_hooks(args.settings)],
+            "settings_hooks": settings_hooks(args.settings),
         },
     )
     resolve_command(req.argv, req.cwd, req.env)  # bad input starts nothing, not even a daemon

@@ -76,7 +76,7 @@ def cmd_ask(args: argparse.Namespace, paths: StatePaths) -> int:
     except ValueError as exc:
         raise UserError(f"{settings.source}: {exc}") from None
     profile = Profile().inherit(layer)
-    hooks = json.dumps([h.to_json() for h in settings_hooks(args.settings)])
+    hooks = json.dumps(settings_hooks(args.settings))
     store = _store(paths)
     now = time.time()
     with store.write() as s:

@@ -103,7 +103,12 @@ class ThreadHost:
             output_path=output,
         )
         shell_hooks = self._shell_hooks(info, spec, agent, hooks)
-        extensions = [*((spec or {}).get("parent_extensions") or []), *agent.get("extensions", [])]
+        given = _settings(info.hooks if spec is None else spec.get("settings_hooks"))
+        extensions = [
+            *((spec or {}).get("parent_extensions") or []),
+            *given["extensions"],
+            *agent.get("extensions", []),
+        ]
         ext = load_extensions(extensions, cwd)
         launcher = self._launcher(info, env, profile, limits, name, shell_hooks, ext.sources)
         ctx = replace(ctx, launch=launcher)
@@ -152,9 +157,9 @@ class ThreadHost:
         thread too: sub-agents never lose their hooks.
         """
         if spec is None:
-            return tuple(ShellHook.from_json(h) for h in json.loads(info.hooks or "[]"))
+            return tuple(ShellHook.from_json(h) for h in _settings(info.hooks)["shell"])
         inherited = [ShellHook.from_json(h) for h in spec.get("parent_shell_hooks") or []]
-        settings = [ShellHook.from_json(h) for h in spec.get("settings_hooks") or []]
+        settings = [ShellHook.from_json(h) for h in _settings(spec.get("settings_hooks"))["shell"]]
         source = ", ".join(hooks.sources)
         return (*inherited, *settings, *parse_shell_hooks(agent.get("hooks"), source=source))
 
@@ -201,6 +206,15 @@ class ThreadHost:
             return await anyio.to_thread.run_sync(start)
 
         return run_process
+
+
+def _settings(raw: Any) -> dict[str, Any]:
+    """A settings snapshot: `{"shell": [...], "extensions": [...]}` (JSON text or value)."""
+    data = json.loads(raw) if isinstance(raw, str) else raw
+    if isinstance(data, list):  # written before extensions came in: shell hooks only
+        return {"shell": data, "extensions": []}
+    data = data or {}
+    return {"shell": data.get("shell") or [], "extensions": data.get("extensions") or []}
 
 
 def _system_hooks(data: Any, ext: Extensions) -> SystemHookConfig:

@@ -54,6 +54,7 @@ def register(api):
         with open(status.agent.cwd + "/query_end.txt", "w") as f:
             f.write(str(status.iteration))
     api.on(AgentEvent.QUERY_END).handle(effects=[end])
+    api.on("system_hook", lambda tool, result: "EXT-REMINDER" if tool == "Bash" else None)
     def mark(messages, ctx):
         return messages + [UserMessage("EXT-CONTEXT-MARK")]
     api.on("context", mark)
@@ -103,6 +104,8 @@ def test_lifecycle_hooks_and_context_transform_reach_the_model(
     assert first[-2]["content"] == "Always answer in <answer> tags."
     assert first[-1]["content"] == "EXT-CONTEXT-MARK"  # the transform, in the real request
     assert (env.work / "query_end.txt").read_text() == "3"
+    third = json.dumps(server.requests[2]["json"]["messages"])
+    assert "<system-hook>\\nEXT-REMINDER\\n</system-hook>" in third  # an extension's trigger
 
 
 def test_pop_folds_a_sub_task_into_its_summary(
@@ -234,3 +237,29 @@ def test_a_thread_cannot_add_extensions(env: Env, daemon: Daemon) -> None:
     t = settled(env, "t1", "completed")
     (res,) = results(t)
     assert res["is_error"] and "a thread cannot add extensions" in res["output"]
+
+
+CACHE = """
+from agent_threads.api import AgentEvent, AssistantMessage, HookDecision
+
+def register(api):
+    api.on(AgentEvent.BEFORE_LLM_CALL).when(
+        lambda s: "cached?" in s.agent.conversation_history[-1].content
+    ).handle(decision=HookDecision.STOP, value=lambda s, v: AssistantMessage("from the cache"))
+"""
+
+
+def test_ask_threads_get_settings_extensions_and_stop_skips_the_model(
+    env: Env, daemon: Daemon
+) -> None:
+    env.write("cache.py", CACHE)
+    settings = env.write("settings.json", json.dumps({"extensions": ["cache.py"]}))
+    turns = env.write("t.yaml", yaml.safe_dump({"turns": [{"content": "from the model"}]}))
+    r = env.cli("ask", "--settings", str(settings), "--model", f"scripted:{turns}", "cached?")
+    assert r.returncode == 0, r.stderr
+    t = thread(env, "t1")
+    (reply,) = [e for e in t["entries"] if e["kind"] == "assistant"]
+    assert reply["content"] == "from the cache" and reply["model"].startswith("hook:")
+    bad = env.write("s2.json", json.dumps({"extension": []}))
+    r = env.cli("ask", "--settings", str(bad), "x")
+    assert r.returncode == 2 and "unknown key 'extension'" in r.stderr
