@@ -122,7 +122,7 @@ def load_settings_file(path: str | Path) -> tuple[tuple[ShellHook, ...], list[st
         raise HookFileError([f"{name}:{line}: extensions must be a list of paths or modules"])
     hf = _anchor_extensions(HookFile(agent={"extensions": ext}), Path(path))
     try:
-        return parse_shell_hooks(data.get("hooks"), source=name), list(hf.agent["extensions"])
+        return parse_shell_hooks(data.get("hooks"), source=name), list(hf.agent.get("extensions") or [])
     except ShellHookError as exc:
         key: KeyPath = ("hooks", *exc.path)
         while key and key not in composer.lines:
@@ -136,6 +136,8 @@ def load_settings_file(path: str | Path) -> tuple[tuple[ShellHook, ...], list[st
 def _anchor_extensions(hf: HookFile, path: Path) -> HookFile:
     """Extension paths are relative to the hook file; a syntax error is found now."""
     specs = hf.agent.get("extensions") or []
+    if not specs:
+        return hf
     anchored, problems = [], []
     for spec in specs:
         if spec.endswith(".py") or "/" in spec:
