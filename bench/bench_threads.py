@@ -34,7 +34,11 @@ ROOT = Path(__file__).resolve().parent.parent
 def _cli(env: dict[str, str], *args: str, cwd: Path) -> str:
     return subprocess.run(
         [sys.executable, "-m", "supervisor", *args],
-        env=env, cwd=cwd, check=True, capture_output=True, text=True,
+        env=env,
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
 
 
@@ -42,19 +46,30 @@ def one_run(steps: int, hook: bool) -> float:
     """Seconds per step of one scripted thread (first entry to last)."""
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        env = {**os.environ, "SUPERVISE_HOME": str(work / "home"), "PYTHONPATH": str(ROOT),
-               "SUPERVISE_CONFIG": str(work / "none.toml")}
+        env = {
+            **os.environ,
+            "SUPERVISE_HOME": str(work / "home"),
+            "PYTHONPATH": str(ROOT),
+            "SUPERVISE_CONFIG": str(work / "none.toml"),
+        }
         call = {"name": "UpdatePlan", "arguments": {"tasks": [{"title": "x", "status": "pending"}]}}
         turns = [{"tool_calls": [call]}] * steps + [{"content": "done"}]
         (work / "turns.yaml").write_text(yaml.safe_dump({"turns": turns}))
-        agent: dict[str, Any] = {"model": "scripted:turns.yaml", "max_turns": steps + 5,
-                                 "system_hooks": {"tests_not_run": False}}
+        agent: dict[str, Any] = {
+            "model": "scripted:turns.yaml",
+            "max_turns": steps + 5,
+            "system_hooks": {"tests_not_run": False},
+        }
         if hook:
             agent["hooks"] = {"PreToolUse": [{"matcher": "*", "command": "true"}]}
         body = {"hooks": [{"name": "h", "on_exit": {}, "instructions": "x"}], "agent": agent}
         (work / "hooks.yaml").write_text(yaml.safe_dump(body))
-        daemon = subprocess.Popen([sys.executable, "-m", "supervisor", "daemon"], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "daemon"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             time.sleep(1.0)
             _cli(env, "run", "-d", "--hook", "hooks.yaml", "--", "true", cwd=work)
@@ -99,11 +114,15 @@ def main() -> None:
         "sh_true_ms": round(true_s * 1000, 2),
         "hook_overhead_ms": round((hooked - loop - true_s) * 1000, 2),
     }
+    rows = [
+        ("loop: one model turn + one tool call, per step", "loop_ms_per_step"),
+        ("the same with a PreToolUse hook `true`", "hooked_ms_per_step"),
+        ("/bin/sh -c true on its own", "sh_true_ms"),
+        ("hook machinery per tool call (target <= 10 ms)", "hook_overhead_ms"),
+    ]
     print(f"{'figure':<52} measured")
-    print(f"{'loop: one model turn + one tool call, per step':<52} {figures['loop_ms_per_step']} ms")
-    print(f"{'the same with a PreToolUse hook `true`':<52} {figures['hooked_ms_per_step']} ms")
-    print(f"{'/bin/sh -c true on its own':<52} {figures['sh_true_ms']} ms")
-    print(f"{'hook machinery per tool call (target <= 10 ms)':<52} {figures['hook_overhead_ms']} ms")
+    for label, key in rows:
+        print(f"{label:<52} {figures[key]} ms")
     (ROOT / "bench" / "results_threads.json").write_text(json.dumps(figures, indent=1) + "\n")
 
 

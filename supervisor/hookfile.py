@@ -122,7 +122,9 @@ def load_settings_file(path: str | Path) -> tuple[tuple[ShellHook, ...], list[st
         raise HookFileError([f"{name}:{line}: extensions must be a list of paths or modules"])
     hf = _anchor_extensions(HookFile(agent={"extensions": ext}), Path(path))
     try:
-        return parse_shell_hooks(data.get("hooks"), source=name), list(hf.agent.get("extensions") or [])
+        return parse_shell_hooks(data.get("hooks"), source=name), list(
+            hf.agent.get("extensions") or []
+        )
     except ShellHookError as exc:
         key: KeyPath = ("hooks", *exc.path)
         while key and key not in composer.lines:
