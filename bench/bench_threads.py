@@ -106,7 +106,8 @@ def main() -> None:
     true_s = sh_true()
     figures = {
         "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}",
         "steps": a.steps,
         "runs": a.runs,
         "loop_ms_per_step": round(loop * 1000, 2),
