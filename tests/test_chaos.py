@@ -1,0 +1,175 @@
+"""Faults inflicted on purpose: random SIGKILLs of the daemon, concurrent CLIs and daemons,
+a daemon killed while a thread waits on its model. Bounded in time; the seed is printed.
+
+Replay a failing run with `SUPERVISE_CHAOS_SEED=<seed> pytest tests/test_chaos.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+import pytest
+from conftest import Daemon, Env, wait_until
+from modelserver import ModelServer
+from test_threads_e2e import hook_file, results, run_hooked, settled
+
+PROCS = 12
+LINES = 15
+
+
+def _seed() -> int:
+    return int(os.environ.get("SUPERVISE_CHAOS_SEED") or random.SystemRandom().randrange(1 << 30))
+
+
+def test_random_daemon_kills_lose_and_repeat_nothing(env: Env, daemon: Daemon) -> None:
+    seed = _seed()
+    print(f"chaos seed: {seed} (SUPERVISE_CHAOS_SEED={seed} replays it)")
+    rng = random.Random(seed)
+    hooks = env.write(
+        "chaos.json",
+        json.dumps(
+            {
+                "hooks": [
+                    {
+                        "name": "mark",
+                        "on_output_match": {"pattern": "^MARK "},
+                        "instructions": "x",
+                        "max_spawns": LINES,
+                    },
+                    {"name": "end", "on_exit": {}, "instructions": "x"},
+                ],
+                "limits": {"rate": "1000/second"},
+            }
+        ),
+    )
+    codes = {}
+    for i in range(PROCS):
+        code = rng.randrange(0, 5)
+        pause = rng.uniform(0.01, 0.08)
+        script = (
+            f"import sys, time\nfor n in range({LINES}):\n"
+            f"    print('MARK', {i}, n, flush=True); print('noise', flush=True)\n"
+            f"    time.sleep({pause:.3f})\nsys.exit({code})"
+        )
+        pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
+        codes[pid] = code
+    for _ in range(4):
+        time.sleep(rng.uniform(0.1, 0.5))
+        daemon.kill(signal.SIGKILL)
+        time.sleep(rng.uniform(0.0, 0.3))
+        daemon.start()
+    for pid in codes:
+        env.wait_state(pid, "exited", timeout=30)
+
+    def all_fired() -> list[dict[str, object]] | None:
+        fires = env.fires()
+        return fires if len(fires) == PROCS * (LINES + 1) else None
+
+    fires = wait_until(all_fired, 30, f"every fire (seed {seed})")
+    by = Counter((f["process_id"], f["hook"], f["detail"]) for f in fires)
+    assert max(by.values()) == 1, f"a fire was repeated (seed {seed})"
+    ends = {f["process_id"]: f["exit_code"] for f in fires if f["hook"] == "end"}
+    assert ends == codes, f"seed {seed}"
+    for pid in codes:
+        marks = [f["detail"] for f in fires if f["process_id"] == pid and f["hook"] == "mark"]
+        assert marks == [f"MARK {pid - 1} {n}" for n in range(LINES)], f"seed {seed}"
+
+
+def test_twenty_concurrent_runs_and_two_daemons_at_once(env: Env) -> None:
+    env.home.mkdir(parents=True, exist_ok=True)
+    starts = [
+        subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "daemon"],
+            env=env.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    try:
+        refused = wait_until(lambda: [p for p in starts if p.poll() is not None], 15, "a refusal")
+        assert len(refused) == 1 and refused[0].returncode == 1
+        assert "already" in (refused[0].stdout.read() if refused[0].stdout else "")
+        outs: list[subprocess.CompletedProcess[str]] = []
+
+        def run(i: int) -> None:
+            outs.append(
+                env.cli(
+                    "run",
+                    "-d",
+                    "--json",
+                    "--name",
+                    f"p{i}",
+                    "--",
+                    sys.executable,
+                    "-c",
+                    f"print({i})",
+                )
+            )
+
+        workers = [threading.Thread(target=run, args=(i,)) for i in range(20)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(60)
+        assert [o.returncode for o in outs] == [0] * 20, [o.stderr for o in outs if o.returncode]
+        ids = sorted(json.loads(o.stdout)["id"] for o in outs)
+        assert ids == list(range(1, 21))
+        for pid in ids:
+            env.wait_state(pid, "exited", timeout=30)
+        assert all("database is locked" not in o.stderr for o in outs)
+    finally:
+        for p in starts:
+            if p.poll() is None:
+                p.kill()
+            p.wait(10)
+            if p.stdout:
+                p.stdout.close()
+
+
+@pytest.fixture
+def server() -> Iterator[ModelServer]:
+    with ModelServer() as s:
+        yield s
+
+
+def test_daemon_killed_during_a_model_call_resumes_once(
+    env: Env, server: ModelServer, start_daemon: Callable[[], Daemon]
+) -> None:
+    gate = threading.Event()
+    original = server.next_turn
+
+    def slow(request: dict[str, object]):  # type: ignore[no-untyped-def]
+        turn = original(request)
+        if len(server.requests) == 1:
+            gate.wait(20)  # the first call hangs until the daemon is dead
+        return turn
+
+    server.next_turn = slow  # type: ignore[method-assign]
+    server.push("", [{"id": "c1", "name": "Bash", "arguments": {"command": "echo x >> ran"}}])
+    server.push("", [{"id": "c2", "name": "Bash", "arguments": {"command": "echo y >> ran"}}])
+    server.push("done")
+    env.extra["OPENAI_BASE_URL"] = f"{server.url}/v1"
+    d = start_daemon()
+    run_hooked(env, hook_file(env, {"model": "openai:m", "permissions": {"allow": ["Bash"]}}))
+    wait_until(lambda: len(server.requests) == 1, 15, "the first model call")
+    d.kill(signal.SIGKILL)
+    gate.set()
+    start_daemon()
+    t = settled(env, "t1", timeout=30)
+    assert t["status"] == "completed", t
+    # The reply that never arrived is asked for again (the server hands out its next turn);
+    # nothing the lost reply asked for ran, and each call that ran, ran once.
+    assert (env.work / "ran").read_text() == "y\n"
+    assert len(server.requests) == 3
+    assert [r["status"] for r in results(t)] == ["ok"]
