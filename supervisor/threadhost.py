@@ -37,7 +37,8 @@ from supervisor.hookspec import HookFile, Limits, Rate
 from supervisor.launch import LaunchRequest, launch
 from supervisor.rundir import RunDir
 
-_SECRET_NAME = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD|PASSWD)$", re.IGNORECASE)
+# Names like *KEY*, *TOKEN*, *SECRET*: their values never reach a tool, a transcript or a log.
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 
 
 def secret_values(env: Mapping[str, str]) -> dict[str, str]:
@@ -60,7 +61,7 @@ def make_redact(env: Mapping[str, str]) -> Any:
 
 def tool_env(env: Mapping[str, str]) -> dict[str, str]:
     """The daemon's environment without credentials: a tool's output lands in the transcript."""
-    return {k: v for k, v in env.items() if k not in secret_values(env)}
+    return {k: v for k, v in env.items() if not _SECRET_NAME.search(k)}
 
 
 class ThreadHost:

@@ -173,3 +173,49 @@ def test_daemon_killed_during_a_model_call_resumes_once(
     assert (env.work / "ran").read_text() == "y\n"
     assert len(server.requests) == 3
     assert [r["status"] for r in results(t)] == ["ok"]
+
+
+def test_daemon_killed_during_a_hook_runs_the_tool_once(env: Env, daemon: Daemon) -> None:
+    turns = env.write(
+        "turns.yaml",
+        json.dumps(
+            {
+                "turns": [
+                    {"tool_calls": [{"name": "Bash", "arguments": {"command": "echo t >> tool"}}]},
+                    {"content": "done"},
+                ]
+            }
+        ),
+    )
+    shell = {"PreToolUse": [{"matcher": "Bash", "command": "echo h >> hook; sleep 2"}]}
+    hooks = hook_file(
+        env,
+        {"model": f"scripted:{turns}", "permissions": {"allow": ["Bash"]}, "hooks": shell},
+    )
+    run_hooked(env, hooks)
+    wait_until(lambda: (env.work / "hook").exists(), 15, "the hook running")
+    daemon.kill(signal.SIGKILL)
+    daemon.start()
+    t = settled(env, "t1", timeout=30)
+    assert t["status"] == "completed", t
+    assert (env.work / "tool").read_text() == "t\n"  # the tool ran exactly once
+    assert (env.work / "hook").read_text() == "h\nh\n"  # the unfinished hook ran again
+
+
+def test_secret_like_variables_never_reach_tools_or_transcripts() -> None:
+    from supervisor.threadhost import make_redact, tool_env
+
+    env = {
+        "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG",
+        "GITHUB_TOKEN": "ghp_0123456789abcdef",
+        "DB_PASSWORD": "hunter2hunter2",
+        "HOME": "/home/u",
+        "SHORT_KEY": "abc",  # kept from tools; too short to scrub from text safely
+    }
+    assert tool_env(env) == {"HOME": "/home/u"}
+    redact = make_redact(env)
+    text = redact("id wJalrXUtnFEMI/K7MDENG and ghp_0123456789abcdef, pw hunter2hunter2")
+    assert text == (
+        "id [redacted $AWS_SECRET_ACCESS_KEY] and [redacted $GITHUB_TOKEN], "
+        "pw [redacted $DB_PASSWORD]"
+    )
