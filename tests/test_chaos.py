@@ -219,3 +219,37 @@ def test_secret_like_variables_never_reach_tools_or_transcripts() -> None:
         "id [redacted $AWS_SECRET_ACCESS_KEY] and [redacted $GITHUB_TOKEN], "
         "pw [redacted $DB_PASSWORD]"
     )
+
+
+def test_a_100_mb_line_without_newline_neither_blocks_nor_bloats(env: Env, daemon: Daemon) -> None:
+    import psutil
+
+    hooks = env.write(
+        "long.json",
+        json.dumps(
+            {
+                "hooks": [
+                    {"name": "a", "on_output_match": {"pattern": "^aaaa"}, "instructions": "x"},
+                    {
+                        "name": "after",
+                        "on_output_match": {"pattern": "^MARK after"},
+                        "instructions": "x",
+                    },
+                ]
+            }
+        ),
+    )
+    script = (
+        "import sys\nchunk = b'a' * (1 << 20)\n"
+        "for _ in range(100): sys.stdout.buffer.write(chunk)\n"
+        "sys.stdout.buffer.write(b'\\nMARK after\\n'); sys.stdout.flush()"
+    )
+    pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
+    env.wait_state(pid, "exited", timeout=60)
+    fires = wait_until(lambda: len(env.fires()) == 2 and env.fires(), 30, "both fires")
+    assert sorted(f["hook"] for f in fires) == ["a", "after"]  # matched on its first 64 KiB
+    long_fire = next(f for f in fires if f["hook"] == "a")
+    assert len(long_fire["detail"]) <= 70_000
+    assert daemon.proc is not None
+    rss = psutil.Process(daemon.proc.pid).memory_info().rss
+    assert rss < 200 << 20, f"daemon RSS {rss >> 20} MiB after a 100 MB line"
