@@ -48,6 +48,7 @@ from supervisor.tracker import StepResult, Tracker
 
 log = logging.getLogger("supervise.daemon")
 
+RETRY_S = 2.0  # after a failed step (disk full, database locked): try that process again
 COALESCE_S = 0.001  # after a wake-up, let a burst of writes collapse into one event
 RUN_DIR_EVENTS = IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE
 QUIET_FILES = {"recorded"}  # our own write: no news about the process
@@ -199,14 +200,16 @@ class Daemon:
             for pid, reasons in batch.items():
                 try:
                     res = await anyio.to_thread.run_sync(self._step, pid, reasons)
-                except SuperviseError as exc:
-                    log.error("process %d: %s", pid, exc)
-                    continue
-                except Exception:
-                    # Our bug, or the OS refusing (disk full, permissions): one process's
-                    # trouble must not stop the supervision of all the others.
-                    log.exception("process %d: step failed; it is retried on its next event", pid)
+                except Exception as exc:
+                    # A full disk, a locked database, our bug: one process's trouble must not
+                    # stop the others. Its tracker may have moved past work that was never
+                    # committed, so it is rebuilt from the saved state, as after a crash.
+                    if isinstance(exc, SuperviseError):
+                        log.error("process %d: %s; retrying in %gs", pid, exc, RETRY_S)
+                    else:
+                        log.exception("process %d: step failed; retrying in %gs", pid, RETRY_S)
                     self.trackers.pop(pid, None)
+                    self._arm(pid, "liveness", self.clock() + RETRY_S, "retry")
                     continue
                 if res is not None:
                     self._after(pid, res)

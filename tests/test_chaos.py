@@ -253,3 +253,51 @@ def test_a_100_mb_line_without_newline_neither_blocks_nor_bloats(env: Env, daemo
     assert daemon.proc is not None
     rss = psutil.Process(daemon.proc.pid).memory_info().rss
     assert rss < 200 << 20, f"daemon RSS {rss >> 20} MiB after a 100 MB line"
+
+
+def test_a_full_disk_loses_no_fire_and_recovers(env: Env, daemon: Daemon) -> None:
+    # The daemon's writes fail as on a full disk (RLIMIT_FSIZE: EFBIG, SIGXFSZ ignored by
+    # Python), then space "returns": every fire is committed once, in order.
+    import resource
+
+    import psutil
+
+    hooks = env.write(
+        "disk.json",
+        json.dumps(
+            {
+                "hooks": [
+                    {
+                        "name": "m",
+                        "on_output_match": {"pattern": "^MARK"},
+                        "instructions": "x",
+                        "max_spawns": 10,
+                    }
+                ]
+            }
+        ),
+    )
+
+    script = (
+        "import os, time\nprint('MARK 1', flush=True)\n"
+        "while not os.path.exists('go1'): time.sleep(0.02)\nprint('MARK 2', flush=True)\n"
+        "while not os.path.exists('go2'): time.sleep(0.02)\nprint('MARK 3', flush=True)\n"
+    )
+    pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
+    wait_until(lambda: len(env.fires()) == 1, 15, "the first fire")
+    assert daemon.proc is not None
+    proc = psutil.Process(daemon.proc.pid)
+    proc.rlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))  # the disk is full
+    try:
+        (env.work / "go1").touch()
+        time.sleep(1.0)  # the daemon tries, and fails, to commit MARK 2
+        assert daemon.proc.poll() is None, "the daemon died on a full disk"
+        assert len(env.fires()) == 1
+    finally:
+        proc.rlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    # Space is back: the daemon retries by itself (no new output needed), from the saved offset.
+    wait_until(lambda: len(env.fires()) == 2, 10, "MARK 2 committed after the disk freed up")
+    (env.work / "go2").touch()
+    env.wait_state(pid, "exited", timeout=15)
+    fires = wait_until(lambda: len(env.fires()) >= 3 and env.fires(), 15, "all fires")
+    assert [f["detail"] for f in fires] == ["MARK 1", "MARK 2", "MARK 3"]
