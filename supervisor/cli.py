@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ from state.reader import Reader, Row
 from supervisor import views
 from supervisor.daemonlock import running_pid
 from supervisor.follow import follow_output
+from supervisor.redaction import make_redact
 from supervisor.rundir import RunDir
 from supervisor.running import cmd_run, err
 from supervisor.stopping import parse_signal, stop_process
@@ -194,9 +196,16 @@ def _detach_flags(p: argparse.ArgumentParser) -> None:
 # -- other commands ---------------------------------------------------------------------------
 
 
+def _scrubbed(p: Row) -> Row:
+    """A process row with the values of this shell's credential variables masked."""
+    redact = make_redact(os.environ)
+    argv = [redact(a) for a in json.loads(p["argv"])]
+    return {**p, "command": redact(p["command"]), "argv": json.dumps(argv)}
+
+
 def cmd_ps(args: argparse.Namespace, paths: StatePaths) -> int:
     reader = _reader(paths)
-    procs, threads = reader.processes(), reader.threads()
+    procs, threads = [_scrubbed(p) for p in reader.processes()], reader.threads()
     if args.json:
         print(
             json.dumps(
@@ -304,7 +313,8 @@ def cmd_stop(args: argparse.Namespace, paths: StatePaths) -> int:
 
 
 def cmd_fires(args: argparse.Namespace, paths: StatePaths) -> int:
-    fires = _reader(paths).fires(args.process)
+    redact = make_redact(os.environ)
+    fires = [{**f, "detail": redact(f["detail"])} for f in _reader(paths).fires(args.process)]
     if args.json:
         print(json.dumps([views.fire_json(f) for f in fires], indent=1))
     else:

@@ -43,7 +43,8 @@ from supervisor.inotify import (
 )
 from supervisor.limits import Counter
 from supervisor.logcap import max_log_bytes
-from supervisor.threadhost import ThreadHost, make_redact
+from supervisor.redaction import make_redact
+from supervisor.threadhost import ThreadHost
 from supervisor.tracker import StepResult, Tracker
 
 log = logging.getLogger("supervise.daemon")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -35,33 +34,8 @@ from state.paths import StatePaths
 from state.settings import Settings
 from supervisor.hookspec import HookFile, Limits, Rate
 from supervisor.launch import LaunchRequest, launch
+from supervisor.redaction import tool_env
 from supervisor.rundir import RunDir
-
-# Names like *KEY*, *TOKEN*, *SECRET*: their values never reach a tool, a transcript or a log.
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-
-
-def secret_values(env: Mapping[str, str]) -> dict[str, str]:
-    """Values of variables that look like credentials, longest first (for redaction)."""
-    found = {k: v for k, v in env.items() if _SECRET_NAME.search(k) and len(v) >= 8}
-    return dict(sorted(found.items(), key=lambda kv: -len(kv[1])))
-
-
-def make_redact(env: Mapping[str, str]) -> Any:
-    secrets = secret_values(env)
-
-    def redact(text: str) -> str:
-        for name, value in secrets.items():
-            if value in text:
-                text = text.replace(value, f"[redacted ${name}]")
-        return text
-
-    return redact
-
-
-def tool_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The daemon's environment without credentials: a tool's output lands in the transcript."""
-    return {k: v for k, v in env.items() if not _SECRET_NAME.search(k)}
 
 
 class ThreadHost:

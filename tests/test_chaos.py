@@ -203,7 +203,7 @@ def test_daemon_killed_during_a_hook_runs_the_tool_once(env: Env, daemon: Daemon
 
 
 def test_secret_like_variables_never_reach_tools_or_transcripts() -> None:
-    from supervisor.threadhost import make_redact, tool_env
+    from supervisor.redaction import make_redact, tool_env
 
     env = {
         "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG",
@@ -301,3 +301,23 @@ def test_a_full_disk_loses_no_fire_and_recovers(env: Env, daemon: Daemon) -> Non
     env.wait_state(pid, "exited", timeout=15)
     fires = wait_until(lambda: len(env.fires()) >= 3 and env.fires(), 15, "all fires")
     assert [f["detail"] for f in fires] == ["MARK 1", "MARK 2", "MARK 3"]
+
+
+def test_ps_and_fires_mask_credentials(env: Env, daemon: Daemon) -> None:
+    secret = "tok_9f8e7d6c5b4a"
+    env.extra["DEPLOY_TOKEN"] = secret
+    hooks = env.write(
+        "s.json",
+        json.dumps(
+            {"hooks": [{"name": "m", "on_output_match": {"pattern": "token"}, "instructions": "x"}]}
+        ),
+    )
+    pid = env.run_d(
+        sys.executable, "-c", f"print('token={secret}')", "--auth", secret, hooks=hooks
+    )["id"]
+    env.wait_state(pid, "exited")
+    wait_until(lambda: env.fires(), 10, "the fire")
+    for out in (env.cli("ps").stdout, env.cli("fires").stdout):  # tables clip long cells
+        assert secret not in out
+    for out in (env.cli("ps", "--json").stdout, env.cli("fires", "--json").stdout):
+        assert secret not in out and "[redacted $DEPLOY_TOKEN]" in out
