@@ -1,25 +1,26 @@
-"""Benchmarks of the supervisor core (issue #2's speed targets).
+"""The supervisor core's workloads; `bench/run.py` runs them (with the thread ones) and
+prints the table. Each function starts its own daemon in a throwaway state dir and returns
+figures; nothing here fails on a slow machine.
 
-Run: `python bench/bench_core.py [--lines 2000000] [--runs 3] [--procs 100] [--peers]`
-Prints a table and writes bench/results.json. Benchmarks never fail: they measure.
-
-Workloads:
-  chatty   a child prints N lines (~70 bytes each) with 10 on_output_match patterns active:
-           the child's runtime supervised / writing to a plain file, the daemon's CPU seconds,
-           and the scan throughput of the matcher beside `grep -E` on the same file.
-  latency  100 matching lines 20 ms apart: line written -> thread row visible in SQLite.
-  scale    K sleeping processes: shim private memory (USS), daemon RSS, daemon CPU while idle,
-           `supervise ps` wall time.
-  peers    (--peers) the chatty child under supervisord in its own venv, same output.
+  chatty        a child prints N lines (~79 bytes each) with K on_output_match patterns: its
+                runtime supervised / writing to a plain file, the daemon's CPU seconds, and the
+                matcher's scan throughput beside `grep -E` with the same patterns, same file.
+  latency       100 matching lines 20 ms apart: line written -> thread row visible in SQLite.
+  exit_latency  100 processes ending 30 ms apart: exit -> thread row visible.
+  scale         K sleeping processes: shim private memory (USS), daemon RSS, daemon CPU while
+                idle, `supervise ps` wall time.
+  recovery      SIGKILL the daemon with K processes, half end meanwhile: restart -> every
+                on_exit fire committed.
+  peers         the chatty child under supervisord (own venv) and pm2 (npm), paired with a
+                plain run each time.
+  growth        daemon CPU against output volume and against pattern count, one daemon.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
-import platform
 import shutil
 import signal
 import sqlite3
@@ -30,7 +31,6 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import psutil
 
@@ -135,6 +135,30 @@ def hooks_file(folder: Path, patterns: list[str]) -> Path:
     return path
 
 
+def grep_pattern(pattern: str) -> str:
+    """The same pattern for `grep -E`: `(?i)` spelled out as [xX] classes, so grep does the
+    same work; `\\d` as [0-9]."""
+    pattern = pattern.replace(r"\d", "[0-9]")
+    if not pattern.startswith("(?i)"):
+        return pattern
+    return "".join(
+        f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in pattern.removeprefix("(?i)")
+    )
+
+
+def write_plain(work: Path, lines: int) -> float:
+    """The child's own runtime writing to a plain file: the baseline of every ratio."""
+    script = work / "child.py"
+    script.write_text(CHILD)
+    plain_t = work / "plain.t"
+    with open(work / "plain.log", "wb") as f:
+        subprocess.run(
+            [sys.executable, str(script), str(lines), str(plain_t)], stdout=f, check=True
+        )
+    (work / "plain.log").unlink()
+    return float(plain_t.read_text())
+
+
 def chatty(lines: int, npat: int, max_log_bytes: int | None = None) -> dict[str, float]:
     home = Home()
     if max_log_bytes is not None:
@@ -179,7 +203,7 @@ def chatty(lines: int, npat: int, max_log_bytes: int | None = None) -> dict[str,
         scan_s = time.perf_counter() - t
         t = time.perf_counter()
         subprocess.run(
-            ["grep", "-cE", "|".join(p.replace("(?i)", "") for p in pats), str(log)],
+            ["grep", "-cE", "|".join(grep_pattern(p) for p in pats), str(log)],
             stdout=subprocess.DEVNULL,
         )
         grep_s = time.perf_counter() - t
@@ -352,138 +376,188 @@ def recovery(count: int) -> dict[str, float]:
         home.stop()
 
 
-def supervisord_peer(lines: int) -> dict[str, float] | None:
+def exit_latency(events: int = 100) -> dict[str, float]:
+    """`events` processes ending 30 ms apart: exit (the shim's record) -> thread row visible."""
+    home = Home()
+    try:
+        hooks = home.dir / "exit.json"
+        hooks.write_text(
+            json.dumps(
+                {
+                    "limits": {"rate": "100000/second"},
+                    "hooks": [{"name": "done", "on_exit": None, "instructions": "x"}],
+                }
+            )
+        )
+        home.start()
+        seen: dict[int, float] = {}
+        stop = threading.Event()
+
+        def observe() -> None:
+            c = sqlite3.connect(home.dir / "state.db")
+            while not stop.is_set():
+                for (proc,) in c.execute("select process_id from thread"):
+                    seen.setdefault(proc, time.time())
+                time.sleep(0.0005)
+
+        obs = threading.Thread(target=observe, daemon=True)
+        obs.start()
+        ids = launch_many(home, [["sleep", f"{1 + i * 0.03:.2f}"] for i in range(events)], hooks)
+        for pid in ids:
+            home.wait_exited(pid)
+        time.sleep(0.2)
+        stop.set()
+        obs.join()
+        lat = []
+        for pid in ids:
+            ended = json.loads((home.dir / "runs" / str(pid) / "exit.json").read_text())
+            if pid in seen:
+                lat.append((seen[pid] - float(ended["ended_at"])) * 1000)
+        lat.sort()
+        return {
+            "events": len(lat),
+            "p50_ms": statistics.median(lat),
+            "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))],
+        }
+    finally:
+        home.stop()
+
+
+def _wait_file(path: Path, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def supervisord_peer(lines: int, runs: int) -> dict[str, float] | str:
+    """The chatty child under supervisord (in its own venv: its import name is ours too).
+
+    Each run is paired with a plain run just before it. Returns why not, if it cannot run.
+    """
     venv = Path(tempfile.gettempdir()) / "supervise-bench-supervisord"
     py = venv / "bin" / "python"
-    if not py.exists():
-        r = subprocess.run([sys.executable, "-m", "venv", str(venv)])
-        r2 = subprocess.run(
-            [str(py), "-m", "pip", "install", "-q", "supervisor"], capture_output=True
+    if not (venv / "bin" / "supervisord").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=False)
+        r = subprocess.run([str(py), "-m", "pip", "install", "-q", "supervisor"], check=False)
+        if r.returncode:
+            return "pip install supervisor failed (no package registry?)"
+    ratios, cpus = [], []
+    for _ in range(runs):
+        work = Path(tempfile.mkdtemp(prefix="supervisord-bench-"))
+        try:
+            plain = write_plain(work, lines)
+            conf = work / "supervisord.conf"
+            conf.write_text(
+                f"[supervisord]\nnodaemon=true\nlogfile={work}/sd.log\npidfile={work}/sd.pid\n"
+                f"[unix_http_server]\nfile={work}/sd.sock\n"
+                f"[program:chatty]\ncommand={sys.executable} {work}/child.py {lines} {work}/sd.t\n"
+                f"autorestart=false\nstartsecs=0\nstdout_logfile={work}/out.log\n"
+                "stdout_logfile_maxbytes=0\nredirect_stderr=true\n"
+            )
+            sd = subprocess.Popen(
+                [str(venv / "bin" / "supervisord"), "-c", str(conf)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            _wait_file(work / "sd.t")
+            time.sleep(1.0)  # let supervisord drain the pipe
+            cpus.append(cpu_seconds(sd.pid))
+            sd.send_signal(signal.SIGTERM)
+            sd.wait(30)
+            ratios.append(float((work / "sd.t").read_text()) / plain)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return {"child_ratio": statistics.median(ratios), "cpu_s": statistics.median(cpus)}
+
+
+def pm2_peer(lines: int, runs: int) -> dict[str, float] | str:
+    """The chatty child under pm2, installed with npm into a cache folder, if npm is here."""
+    npm = shutil.which("npm")
+    if npm is None:
+        return "npm not found"
+    prefix = Path(tempfile.gettempdir()) / "supervise-bench-pm2"
+    pm2 = prefix / "node_modules" / ".bin" / "pm2"
+    if not pm2.exists():
+        r = subprocess.run(
+            [npm, "install", "--silent", "--prefix", str(prefix), "pm2"],
+            capture_output=True,
+            check=False,
         )
-        if r.returncode or r2.returncode:
-            return None
-    work = Path(tempfile.mkdtemp(prefix="supervisord-bench-"))
+        if r.returncode:
+            return "npm install pm2 failed (no package registry?)"
+    ratios, cpus = [], []
+    for _ in range(runs):
+        work = Path(tempfile.mkdtemp(prefix="pm2-bench-"))
+        env = {**os.environ, "PM2_HOME": str(work / "pm2home")}
+        try:
+            plain = write_plain(work, lines)
+            subprocess.run(
+                [
+                    *(str(pm2), "start", str(work / "child.py"), "--name", "chatty"),
+                    *("--interpreter", sys.executable, "--no-autorestart"),
+                    *("-o", str(work / "out.log"), "-e", str(work / "err.log")),
+                    *("--", str(lines), str(work / "pm2.t")),
+                ],
+                env=env,
+                capture_output=True,
+                check=True,
+            )
+            _wait_file(work / "pm2.t")
+            time.sleep(1.0)  # let pm2 drain the pipe
+            god = int((work / "pm2home" / "pm2.pid").read_text())
+            cpus.append(cpu_seconds(god))
+            ratios.append(float((work / "pm2.t").read_text()) / plain)
+        finally:
+            subprocess.run([str(pm2), "kill"], env=env, capture_output=True, check=False)
+            shutil.rmtree(work, ignore_errors=True)
+    return {"child_ratio": statistics.median(ratios), "cpu_s": statistics.median(cpus)}
+
+
+def growth(
+    volumes: list[int], pattern_counts: list[int], base_lines: int, runs: int
+) -> dict[str, list[dict[str, float]]]:
+    """Daemon CPU against output volume (10 patterns) and against pattern count.
+
+    One daemon for the whole series; each point is the median CPU delta of `runs` children.
+    """
+    home = Home()
     try:
-        (work / "child.py").write_text(CHILD)
-        conf = work / "supervisord.conf"
-        conf.write_text(
-            f"[supervisord]\nnodaemon=true\nlogfile={work}/sd.log\npidfile={work}/sd.pid\n"
-            f"[unix_http_server]\nfile={work}/sd.sock\n"
-            f"[program:chatty]\ncommand={sys.executable} {work}/child.py {lines} {work}/sd.t\n"
-            f"autorestart=false\nstartsecs=0\nstdout_logfile={work}/out.log\n"
-            "stdout_logfile_maxbytes=0\nredirect_stderr=true\n"
-        )
-        sd = subprocess.Popen(
-            [str(venv / "bin" / "supervisord"), "-c", str(conf)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 300
-        while not (work / "sd.t").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(1.0)  # let supervisord drain the pipe
-        cpu = cpu_seconds(sd.pid)
-        sd.send_signal(signal.SIGTERM)
-        sd.wait(30)
-        return {"child_s": float((work / "sd.t").read_text()), "supervisord_cpu_s": cpu}
+        work = home.dir / "work"
+        work.mkdir()
+        script = work / "child.py"
+        script.write_text(CHILD)
+        dpid = home.start()
+        home.warm_up(hooks_file(work, PATTERNS[:1]))
+
+        def point(lines: int, npat: int) -> float:
+            folder = work / f"h{npat}"
+            folder.mkdir(exist_ok=True)
+            hooks = hooks_file(folder, (PATTERNS * 10)[:npat])
+            cpus = []
+            for _ in range(runs):
+                cpu0 = cpu_seconds(dpid)
+                out = home.cli(
+                    "run", "-d", "--json", "--hook", str(hooks), "--", sys.executable,
+                    str(script), str(lines), str(work / "t"),
+                )  # fmt: skip
+                home.wait_exited(json.loads(out)["id"])
+                cpus.append(cpu_seconds(dpid) - cpu0)
+            return statistics.median(cpus)
+
+        mb_per_line = 158.88889 / 2_000_000
+        return {
+            "by_volume": [
+                {"mb": n * mb_per_line, "patterns": 10, "daemon_cpu_s": point(n, 10)}
+                for n in volumes
+            ],
+            "by_patterns": [
+                {
+                    "mb": base_lines * mb_per_line,
+                    "patterns": k,
+                    "daemon_cpu_s": point(base_lines, k),
+                }
+                for k in pattern_counts
+            ],
+        }
     finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--lines", type=int, default=2_000_000)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--procs", type=int, nargs="*", default=[10, 100, 1000])
-    ap.add_argument("--recovery", type=int, default=1000, help="processes in the recovery run")
-    ap.add_argument("--peers", action="store_true", help="also run supervisord (pip install)")
-    args = ap.parse_args()
-
-    results: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": (
-            f"{platform.machine()} {os.cpu_count()} cores, "
-            f"{psutil.virtual_memory().total / 2**30:.0f} GiB, Python {platform.python_version()}"
-        ),
-    }
-    rows = []
-    for npat, cap in ((1, None), (10, None), (100, None), (10, 0)):
-        runs = [chatty(args.lines, npat, cap) for _ in range(args.runs)]
-        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-        label = f"{npat} patterns" + (", max_log_bytes off" if cap == 0 else "")
-        results[f"chatty_{npat}" + ("_nocap" if cap == 0 else "")] = med
-        rows.append(
-            (
-                f"chatty {med['mb']:.0f} MB, {label}: child supervised / plain",
-                f"{med['child_supervised_s'] / med['child_plain_s']:.2f}x",
-                "<= 1.05x",
-            )
-        )
-        rows.append(
-            (
-                f"chatty {label}: daemon CPU",
-                f"{med['daemon_cpu_s']:.2f} s",
-                "<= 0.5 s at 10",
-            )
-        )
-        rows.append(
-            (
-                f"scan {label} vs grep -E",
-                f"{med['scan_mb_s']:.0f} vs {med['grep_mb_s']:.0f} MB/s",
-                ">= 0.5x grep",
-            )
-        )
-    lat = latency()
-    results["latency"] = lat
-    rows.append(
-        (
-            "line -> thread row, p50 / p99",
-            f"{lat['p50_ms']:.1f} / {lat['p99_ms']:.1f} ms",
-            "p50 <= 20-50 ms",
-        )
-    )
-    for n in args.procs:
-        sc = scale(n)
-        results[f"scale_{n}"] = sc
-        rows.append(
-            (f"{n} procs: shim USS (median)", f"{sc['shim_uss_kib_median']:.0f} KiB", "<= 1 MiB")
-        )
-        rows.append((f"{n} procs: daemon RSS", f"{sc['daemon_rss_mib']:.0f} MiB", ""))
-        rows.append(
-            (f"{n} procs: daemon CPU idle per 5 s", f"{sc['daemon_idle_cpu_s_per_5s']:.3f} s", "~0")
-        )
-        rows.append((f"{n} procs: supervise ps", f"{sc['ps_ms']:.0f} ms", "<= 300 ms at 1000"))
-    rec = recovery(args.recovery)
-    results["recovery"] = rec
-    rows.append(
-        (
-            f"restart with {rec['processes']} tracked, {rec['ended_meanwhile']} ended: "
-            "all on_exit fires committed",
-            f"{rec['catch_up_s']:.2f} s",
-            "<= 3 s",
-        )
-    )
-    if args.peers:
-        peer = supervisord_peer(args.lines)
-        results["supervisord"] = peer
-        if peer:
-            plain = results["chatty_1"]["child_plain_s"]
-            rows.append(("supervisord: child / plain", f"{peer['child_s'] / plain:.2f}x", "peer"))
-            rows.append(
-                ("supervisord: its CPU (no patterns)", f"{peer['supervisord_cpu_s']:.2f} s", "peer")
-            )
-    width = max(len(r[0]) for r in rows)
-    print(f"# supervise core bench, {results['date']}, {results['machine']}")
-    print(
-        f"# medians of {args.runs} runs; "
-        f"`python bench/bench_core.py{' --peers' if args.peers else ''}`"
-    )
-    for name, value, target in rows:
-        print(f"{name:<{width}}  {value:>22}  {target}")
-    (ROOT / "bench" / "results.json").write_text(json.dumps(results, indent=1))
-
-
-if __name__ == "__main__":
-    main()
+        home.stop()

@@ -1,7 +1,6 @@
 """Benchmarks inside threads: the agent loop's cost per step, and a PreToolUse hook's.
 
-Run: `python bench/bench_threads.py [--steps 40] [--runs 3]`. Prints a table; writes
-bench/results_threads.json. It measures, it never fails.
+`bench/run.py` runs these with the core workloads and prints the table.
 
   loop   a scripted thread making --steps UpdatePlan calls (a tool that does no I/O), run by a
          real daemon: wall time from the first entry to the last, per step (one model turn,
@@ -13,12 +12,8 @@ bench/results_threads.json. It measures, it never fails.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -94,38 +89,3 @@ def sh_true() -> float:
     for _ in range(n):
         subprocess.run(["/bin/sh", "-c", "true"], check=True)
     return (time.perf_counter() - start) / n
-
-
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--steps", type=int, default=40)
-    p.add_argument("--runs", type=int, default=3)
-    a = p.parse_args()
-    loop = statistics.median(one_run(a.steps, False) for _ in range(a.runs))
-    hooked = statistics.median(one_run(a.steps, True) for _ in range(a.runs))
-    true_s = sh_true()
-    figures = {
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}",
-        "steps": a.steps,
-        "runs": a.runs,
-        "loop_ms_per_step": round(loop * 1000, 2),
-        "hooked_ms_per_step": round(hooked * 1000, 2),
-        "sh_true_ms": round(true_s * 1000, 2),
-        "hook_overhead_ms": round((hooked - loop - true_s) * 1000, 2),
-    }
-    rows = [
-        ("loop: one model turn + one tool call, per step", "loop_ms_per_step"),
-        ("the same with a PreToolUse hook `true`", "hooked_ms_per_step"),
-        ("/bin/sh -c true on its own", "sh_true_ms"),
-        ("hook machinery per tool call (target <= 10 ms)", "hook_overhead_ms"),
-    ]
-    print(f"{'figure':<52} measured")
-    for label, key in rows:
-        print(f"{label:<52} {figures[key]} ms")
-    (ROOT / "bench" / "results_threads.json").write_text(json.dumps(figures, indent=1) + "\n")
-
-
-if __name__ == "__main__":
-    main()

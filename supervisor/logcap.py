@@ -49,14 +49,17 @@ def plan_punch(on_disk: int, scanned: int, punched: int, limit: int) -> Punch | 
 def punch(output: Path, archive: Path, p: Punch, limit: int) -> None:
     """Copy output[p.start:p.end] to the archive, then free those blocks of output."""
     size = archive.stat().st_size if archive.exists() else 0
-    if size + (p.end - p.start) > limit:
+    start = p.start
+    if size + (p.end - start) > limit:
         size = 0  # keep one older generation only
+        # A burst larger than the archive: copy only the part the archive keeps.
+        start = max(start, p.end - limit)
     dst = os.open(archive, os.O_WRONLY | os.O_CREAT, 0o600)  # not O_APPEND: copy_file_range
     try:
         os.ftruncate(dst, size)
         with open(output, "rb") as src:
             # In-kernel copy: the bytes never pass through this process.
-            at, left = p.start, p.end - p.start
+            at, left = start, p.end - start
             while left > 0:
                 done = os.copy_file_range(src.fileno(), dst, left, at, size)
                 if done == 0:

@@ -128,7 +128,9 @@ class Tracker:
             # Recorded but never launched (the CLI died in between): lost once the grace ends.
             res.recheck_at = self.started_at + STARTING_GRACE_S
             return res
-        res.watch_pid = self.shim_pid if is_same(self.shim_pid, self.shim_started) else self.pid
+        if check_liveness:
+            # Reading /proc for this costs more than the rest of a small step: only when asked.
+            res.watch_pid = self.shim_pid if is_same(self.shim_pid, self.shim_started) else self.pid
         if not self.timeouts_armed:
             res.timeouts = self._pending_timeouts()
             self.timeouts_armed = True

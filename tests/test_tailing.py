@@ -93,3 +93,18 @@ def test_a_punched_head_is_not_a_new_file(tmp_path: Path) -> None:
     punch(log, tmp_path / "out.log.1", Punch(0, 8192), limit=1 << 20)
     again = read_lines(log, got.pos, final=False)
     assert again.restarted is None and again.data == b"after\n"
+
+
+def test_a_burst_larger_than_the_archive_keeps_only_its_newest_part(tmp_path: Path) -> None:
+    from supervisor.logcap import Punch, punch
+
+    log, archive = tmp_path / "out.log", tmp_path / "out.log.1"
+    body = b"".join(b"%07d\n" % i for i in range(4096))  # 32 KiB, 8 bytes a line
+    _append(log, body)
+    punch(log, archive, Punch(0, 24576), limit=8192)
+    # Only the newest 8 KiB before the punch point are worth copying: the rest would be
+    # dropped with the archive's generation anyway.
+    assert archive.read_bytes() == body[24576 - 8192 : 24576]
+    with open(log, "rb") as f:
+        assert f.read(24576) == b"\0" * 24576
+        assert f.read() == body[24576:]
