@@ -11,6 +11,7 @@ the only timer is the next queued thread's not-before time.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -20,10 +21,12 @@ import anyio
 from anyio.abc import TaskGroup
 
 from state.db import Store
+from state.errors import StateError
 
 log = logging.getLogger("supervise.threads")
 
 IDLE_WAIT_S = 3600.0  # with nothing queued: wake for events only (this bounds the wait)
+RETRY_S = 2.0  # a run that could not save its transcript resumes after this
 
 RunFn = Callable[[int, bool], Awaitable[None]]
 
@@ -79,14 +82,33 @@ class Dispatcher:
     async def _one(self, thread_id: int, resumed: bool, scope: anyio.CancelScope) -> None:
         try:
             with scope:
-                await self.run(thread_id, resumed)
-        except Exception:
-            # Our bug: keep serving the others; the thread stays `running` and is resumed
-            # from its entries when the daemon restarts.
+                while True:
+                    try:
+                        await self.run(thread_id, resumed)
+                        return
+                    except (StateError, OSError) as exc:
+                        # A full disk or a locked database: what is saved is consistent
+                        # (each entry commits alone), so resume from it once space returns,
+                        # as a restarted daemon would. A person's cancel still stops it.
+                        log.error("thread t%d: %s; resuming in %gs", thread_id, exc, RETRY_S)
+                        resumed = True
+                        await anyio.sleep(RETRY_S)
+        except Exception as exc:
+            # Our bug: say so on the thread (it can be retried) and keep serving the others.
             log.exception("thread t%d: the runner failed", thread_id)
+            with contextlib.suppress(Exception):
+                await anyio.to_thread.run_sync(self._fail, thread_id, f"internal error: {exc!r}")
         finally:
             self.active.pop(thread_id, None)
             self.poke()
+
+    def _fail(self, thread_id: int, error: str) -> None:
+        with self.store.write() as s:
+            s.connection().exec_driver_sql(
+                "UPDATE thread SET status = 'failed', error = ?, ended_at = ?"
+                " WHERE id = ? AND status = 'running'",
+                (error, self.clock(), thread_id),
+            )
 
     async def _reconcile(self) -> None:
         """Cancel the runs of threads a person cancelled from the CLI."""

@@ -81,7 +81,7 @@ class ThreadRunner:
                 )
             ]
         elif resumed:
-            note = "resumed from the saved transcript after the daemon restarted"
+            note = "resumed from the saved transcript (the daemon restarted, or could not save it)"
             entries.append(await anyio.to_thread.run_sync(journal.append, "note", {"text": note}))
         started = info.segment_started_at or self.clock()
         left = started + cfg.budget_s - self.clock()

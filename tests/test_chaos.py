@@ -303,6 +303,93 @@ def test_a_full_disk_loses_no_fire_and_recovers(env: Env, daemon: Daemon) -> Non
     assert [f["detail"] for f in fires] == ["MARK 1", "MARK 2", "MARK 3"]
 
 
+def test_a_full_disk_during_a_thread_resumes_it_once(env: Env, daemon: Daemon) -> None:
+    # The thread's tool is running when the disk fills: its result cannot be saved. The run
+    # must neither die silently (left `running`) nor re-run the tool; once space returns the
+    # thread resumes from its saved entries, with no restart, and completes.
+    import resource
+
+    import psutil
+
+    script = "echo t >> tool; while [ ! -e go ]; do sleep 0.02; done; echo ok"
+    turns = env.write(
+        "turns.yaml",
+        json.dumps(
+            {
+                "turns": [
+                    {"tool_calls": [{"name": "Bash", "arguments": {"command": script}}]},
+                    {"content": "done"},
+                ]
+            }
+        ),
+    )
+    hooks = hook_file(env, {"model": f"scripted:{turns}", "permissions": {"allow": ["Bash"]}})
+    run_hooked(env, hooks)
+    wait_until(lambda: (env.work / "tool").exists(), 15, "the tool running")
+    assert daemon.proc is not None
+    proc = psutil.Process(daemon.proc.pid)
+    proc.rlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))  # the disk is full
+    try:
+        (env.work / "go").touch()
+        time.sleep(1.0)  # the tool ends; saving its result fails (the log cannot grow either)
+        assert daemon.proc.poll() is None, "the daemon died on a full disk"
+    finally:
+        proc.rlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    t = settled(env, "t1", timeout=20)
+    assert t["status"] == "completed", t
+    assert (env.work / "tool").read_text() == "t\n"  # never re-run
+    assert any("resumed from the saved transcript" in str(e) for e in t["entries"]), t
+
+
+def test_hostile_output_and_file_names_reach_hooks_and_tools_only_as_data(
+    env: Env, daemon: Daemon
+) -> None:
+    # Process output (in the prompt) and a file name (in a tool input) carry shell syntax,
+    # quotes, newlines and a NUL. Hooks see them as variables and stdin JSON; nothing runs.
+    evil = "x $(touch pwned1) `touch pwned2` 'q\" ;touch pwned3\nline2"
+    turns = env.write(
+        "turns.yaml",
+        json.dumps(
+            {
+                "turns": [
+                    {
+                        "tool_calls": [
+                            {"name": "Write", "arguments": {"path": evil, "content": evil}},
+                            {
+                                "name": "Write",
+                                "arguments": {"path": "nul\0name", "content": ""},
+                            },
+                        ]
+                    },
+                    {"content": "done"},
+                ]
+            }
+        ),
+    )
+    shell = {
+        "UserPromptSubmit": [{"command": 'printf %s "$PROMPT" > seen_prompt'}],
+        "PostToolUse": [{"matcher": "Write", "command": 'printf "%s\\n" "$INPUT" >> seen_input'}],
+        "PreToolUse": [{"matcher": "Write", "command": "cat > /dev/null"}],
+    }
+    hooks = hook_file(
+        env, {"model": f"scripted:{turns}", "permissions": {"allow": ["*"]}, "hooks": shell}
+    )
+    code = (
+        "import sys; sys.stdout.write('ALERT $(touch pwned4) `touch pwned5` \\'q\\\" \\0 end\\n')"
+    )
+    run_hooked(env, hooks, code)
+    t = settled(env, "t1", timeout=20)
+    assert t["status"] == "completed", t
+    assert not list(env.work.rglob("pwned*")), "a value was executed"
+    prompt = (env.work / "seen_prompt").read_text()
+    assert "ALERT $(touch pwned4) `touch pwned5` 'q\" \\0 end" in prompt  # NUL shown as \0
+    seen = [json.loads(line) for line in (env.work / "seen_input").read_text().splitlines()]
+    assert seen[0]["path"] == evil  # newline and all, as JSON
+    assert (env.work / evil).read_text() == evil
+    res = results(t)
+    assert "cannot contain a NUL byte" in res[1]["output"], res[1]  # a clear error, no crash
+
+
 def test_ps_and_fires_mask_credentials(env: Env, daemon: Daemon) -> None:
     secret = "tok_9f8e7d6c5b4a"
     env.extra["DEPLOY_TOKEN"] = secret

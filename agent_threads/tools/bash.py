@@ -12,7 +12,7 @@ import anyio
 from anyio.abc import ByteReceiveStream, Process
 from pydantic import Field
 
-from agent_threads.tools.base import Tool, ToolArgs, ToolContext, ToolResult
+from agent_threads.tools.base import Tool, ToolArgs, ToolContext, ToolFailure, ToolResult
 
 DEFAULT_TIMEOUT_S = 120.0
 MAX_TIMEOUT_S = 600.0
@@ -74,6 +74,8 @@ class BashTool(Tool):
     Args = BashArgs
 
     async def run(self, args: BashArgs, ctx: ToolContext) -> ToolResult:
+        if "\0" in args.command:
+            raise ToolFailure("the command contains a NUL byte, which no shell can take")
         shell = shutil.which("bash") or "/bin/sh"
         timeout = args.timeout or DEFAULT_TIMEOUT_S
         out = _Output()

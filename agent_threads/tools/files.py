@@ -14,6 +14,8 @@ MAX_READ_BYTES = 10 << 20
 
 
 def _path(ctx: ToolContext, raw: str) -> Path:
+    if "\0" in raw:
+        raise ToolFailure(f"{raw!r}: a path cannot contain a NUL byte")
     p = Path(raw).expanduser()
     return p if p.is_absolute() else ctx.cwd / p
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pydantic import ValidationError
@@ -11,6 +12,8 @@ from agent_threads.tools.bash import BashTool
 from agent_threads.tools.files import EditTool, ReadTool, WriteTool
 from agent_threads.tools.plan import UpdatePlanTool
 from agent_threads.tools.runprocess import RunProcessTool
+
+log = logging.getLogger("supervise.threads")
 
 MAX_OUTPUT_CHARS = 30_000
 
@@ -58,4 +61,9 @@ async def call_tool(tool: Tool, raw_args: dict[str, Any], ctx: ToolContext) -> T
         res = await tool.run(args, ctx)
     except ToolFailure as exc:
         return ToolResult(str(exc), is_error=True)
+    except Exception as exc:
+        # A tool's bug or an input nobody foresaw: the model hears of it and the thread
+        # goes on; the log keeps the traceback for us.
+        log.exception("tool %s failed", tool.name)
+        return ToolResult(f"{tool.name} failed: {exc!r}", is_error=True)
     return ToolResult(truncate(res.output), res.is_error, res.data)
