@@ -4,6 +4,11 @@ transforms, slash commands and system-hook triggers to a thread.
 A module is named by a path (relative to the hook file) or a dotted name. Loading problems
 are `ExtensionError`s that say FILE:LINE; an extension that raises while the thread runs is
 reported in the transcript and the thread goes on.
+
+Extensions run in the daemon, so only code a person chose may run: when a person starts a
+process (or asks), each extension is pinned to the SHA-256 of its file (`PATH#sha256=HEX`).
+A file changed since, by a thread's Write tool for instance, is refused with a clear error;
+the new version takes effect for the next process a person starts.
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import sys
 import traceback
+import types
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,6 +106,7 @@ class Extensions:
     commands: dict[str, Command] = field(default_factory=dict)
     triggers: list[Trigger] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    specs: list[str] = field(default_factory=list)  # as given, pins included: inherited
 
 
 class ExtensionAPI:
@@ -133,26 +141,84 @@ class ExtensionAPI:
         self._into.commands[name] = Command(name, description, handler, self._source)
 
 
+PIN = "#sha256="
+
+
+def is_path(spec_text: str) -> bool:
+    """A file extension (`x.py`, `dir/x`), not a dotted module name."""
+    return spec_text.endswith(".py") or "/" in spec_text
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def module_file(name: str) -> Path | None:
+    """The file a dotted module name imports from, without importing it (None: unknown)."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    origin = getattr(spec, "origin", None)
+    return Path(origin) if origin and origin not in ("built-in", "frozen") else None
+
+
+def pin(spec_text: str, file: Path | None) -> str:
+    """`spec_text` pinned to the current content of its file (unchanged if unreadable)."""
+    if file is None or PIN in spec_text:
+        return spec_text
+    try:
+        return f"{spec_text}{PIN}{digest(file.read_bytes())}"
+    except OSError:
+        return spec_text  # loading will say what is wrong with it
+
+
+def _changed(what: str, want: str, got: str) -> ExtensionError:
+    return ExtensionError(
+        f"{what}: changed since a person started this process (pinned sha256 {want[:12]}, now "
+        f"{got[:12]}): extension code written afterwards, by a thread for instance, never "
+        "runs. Start the process again (`supervise run`) to use this version"
+    )
+
+
 def _load_module(spec_text: str, base: Path) -> tuple[Any, str]:
-    path = Path(spec_text).expanduser()
-    if spec_text.endswith(".py") or "/" in spec_text:
+    spec_text, _, want = spec_text.partition(PIN)
+    if is_path(spec_text):
+        path = Path(spec_text).expanduser()
         path = path if path.is_absolute() else base / path
-        if not path.is_file():
+        try:
+            data = path.read_bytes()
+        except OSError:
             raise ExtensionError(
                 f"extension {spec_text}: no such file {path}; check agent.extensions"
-            )
-        check_syntax(path)
+            ) from None
+        if want and (got := digest(data)) != want:
+            raise _changed(str(path), want, got)
+        # Run the bytes just checked, not the file again: it could change in between.
         name = "supervise_ext_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
         try:
-            spec.loader.exec_module(module)
+            code = compile(data, str(path), "exec")
+        except SyntaxError as exc:
+            raise ExtensionError(
+                f"{path}:{exc.lineno}: syntax error in extension: {exc.msg}"
+            ) from None
+        module = types.ModuleType(name)
+        module.__file__ = str(path)
+        sys.modules[name] = module  # dataclasses and pickling look modules up by name
+        try:
+            exec(code, module.__dict__)
         except Exception as exc:
             raise ExtensionError(
                 f"{path}:{_line(exc, path)}: extension failed to load: {exc!r}"
             ) from None
         return module, str(path)
+    if want and (file := module_file(spec_text)) is not None:
+        try:
+            got = digest(file.read_bytes())
+        except OSError:
+            got = "unreadable"
+        if got != want:
+            raise _changed(f"extension {spec_text} ({file})", want, got)
     try:
         return importlib.import_module(spec_text), spec_text
     except Exception as exc:
@@ -185,6 +251,7 @@ def load_extensions(specs: Sequence[str], base: Path) -> Extensions:
     out = Extensions()
     for spec_text in specs:
         module, source = _load_module(str(spec_text), base)
+        out.specs.append(str(spec_text))
         register = getattr(module, "register", None)
         if not callable(register):
             raise ExtensionError(f"{source}: an extension must define register(api)")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from agent_threads.extensions import ExtensionError, check_syntax
+from agent_threads.extensions import ExtensionError, check_syntax, is_path, module_file, pin
 from agent_threads.hooks.shellspec import ShellHook, ShellHookError, parse_shell_hooks
 from agent_threads.hooks.system import SystemHookConfig
 from agent_threads.permissions import Rule
@@ -136,20 +136,23 @@ def load_settings_file(path: str | Path) -> tuple[tuple[ShellHook, ...], list[st
 
 
 def _anchor_extensions(hf: HookFile, path: Path) -> HookFile:
-    """Extension paths are relative to the hook file; a syntax error is found now."""
+    """Extension paths are relative to the hook file; a syntax error is found now; each is
+    pinned to its content (see agent_threads.extensions)."""
     specs = hf.agent.get("extensions") or []
     if not specs:
         return hf
     anchored, problems = [], []
     for spec in specs:
-        if spec.endswith(".py") or "/" in spec:
+        if is_path(spec):
             file = Path(spec).expanduser()
             file = file if file.is_absolute() else path.resolve().parent / file
             try:
                 check_syntax(file)
             except ExtensionError as exc:
                 problems.append(f"{path}: agent.extensions: {exc}")
-            spec = str(file)
+            spec = pin(str(file), file)
+        else:
+            spec = pin(spec, module_file(spec))
         anchored.append(spec)
     if problems:
         raise HookFileError(problems)

@@ -85,7 +85,7 @@ class ThreadHost:
             *agent.get("extensions", []),
         ]
         ext = load_extensions(extensions, cwd)
-        launcher = self._launcher(info, env, profile, limits, name, shell_hooks, ext.sources)
+        launcher = self._launcher(info, env, profile, limits, name, shell_hooks, ext.specs)
         ctx = replace(ctx, launch=launcher)
         system = BASE_PROMPT if info.process_id is None else f"{BASE_PROMPT}\n{info.prompt}"
         cfg = LoopConfig(
@@ -215,6 +215,12 @@ def _hooks(hooks: str | Mapping[str, Any] | None, cwd: Path) -> HookFile:
         raise UserError(
             "a thread cannot add extensions (agent.extensions); its processes inherit the "
             "thread's own. Start the process yourself with `supervise run` to add one"
+        )
+    if hf.agent.get("hooks"):
+        # Shell hooks run unchecked by permissions: from a thread they would widen them.
+        raise UserError(
+            "a thread cannot add shell hooks (agent.hooks); its processes inherit the "
+            "thread's own. Start the process yourself with `supervise run` to add some"
         )
     return hf
 

@@ -263,3 +263,104 @@ def test_ask_threads_get_settings_extensions_and_stop_skips_the_model(
     bad = env.write("s2.json", json.dumps({"extension": []}))
     r = env.cli("ask", "--settings", str(bad), "x")
     assert r.returncode == 2 and "unknown key 'extension'" in r.stderr
+
+
+def test_a_pinned_extension_that_changed_is_refused(tmp_path: Path) -> None:
+    from agent_threads.extensions import ExtensionError, pin
+
+    ext = tmp_path / "ext.py"
+    ext.write_text("def register(api):\n    pass\n")
+    pinned = pin(str(ext), ext)
+    assert load_extensions([pinned], tmp_path).specs == [pinned]
+    flag = tmp_path / "pwned"
+    ext.write_text(f"open({str(flag)!r}, 'w').close()\ndef register(api):\n    pass\n")
+    with pytest.raises(ExtensionError, match="changed since a person started this process"):
+        load_extensions([pinned], tmp_path)
+    assert not flag.exists()
+    assert load_extensions([str(ext)], tmp_path).sources == [str(ext)]  # unpinned: loads
+    assert flag.exists()
+
+
+def test_an_extension_a_thread_rewrites_never_runs_until_a_person_restarts(
+    env: Env, daemon: Daemon
+) -> None:
+    env.write("ext.py", "def register(api):\n    pass\n")
+    flag = env.work / "pwned"  # extensions run in the daemon, whose cwd is elsewhere
+    evil = f"open({str(flag)!r}, 'w').close()\ndef register(api):\n    pass\n"
+    turns = env.write(
+        "t.yaml",
+        yaml.safe_dump(
+            {
+                "turns": [
+                    {
+                        "tool_calls": [
+                            {"name": "Write", "arguments": {"path": "ext.py", "content": evil}},
+                            {"name": "Bash", "arguments": {"command": "touch written"}},
+                        ]
+                    },
+                    {"content": "ok"},
+                ]
+            }
+        ),
+    )
+    body = {
+        "hooks": [
+            {
+                "name": "go",
+                "on_output_match": {"pattern": "^GO"},
+                "instructions": "x",
+                "max_spawns": 2,
+            },
+        ],
+        "agent": {
+            "model": f"scripted:{turns.name}",
+            "extensions": ["ext.py"],
+            "permissions": {"allow": ["Write", "Bash"]},
+        },
+    }
+    hooks = env.write("hooks.yaml", yaml.safe_dump(body))
+    code = (
+        "import os, time\nprint('GO', flush=True)\n"
+        "while not os.path.exists('written'): time.sleep(0.02)\nprint('GO', flush=True)\n"
+    )
+    run_hooked(env, hooks, code)
+    assert settled(env, "t1")["status"] == "completed"
+    t2 = settled(env, "t2")
+    assert t2["status"] == "failed" and "changed since a person started" in t2["error"], t2
+    assert not (env.work / "pwned").exists()
+    # A person starting a process again is what makes the new version count.
+    run_hooked(env, hooks, "print('GO')")
+    assert settled(env, "t3")["status"] == "completed"
+    assert (env.work / "pwned").exists()
+
+
+def test_a_thread_cannot_add_shell_hooks(env: Env, daemon: Daemon) -> None:
+    sneaky = {"agent": {"hooks": {"SessionStart": [{"command": "touch pwned"}]}}}
+    turns = env.write(
+        "t.yaml",
+        yaml.safe_dump(
+            {
+                "turns": [
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "RunProcess",
+                                "arguments": {"command": "true", "hooks": sneaky},
+                            }
+                        ]
+                    },
+                    {"content": "ok"},
+                ]
+            }
+        ),
+    )
+    run_hooked(
+        env,
+        write_hooks(
+            env, {"model": f"scripted:{turns.name}", "permissions": {"allow": ["RunProcess"]}}
+        ),
+    )
+    t = settled(env, "t1", "completed")
+    (res,) = results(t)
+    assert res["is_error"] and "a thread cannot add shell hooks" in res["output"]
+    assert not (env.work / "pwned").exists()
