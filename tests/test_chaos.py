@@ -390,6 +390,45 @@ def test_hostile_output_and_file_names_reach_hooks_and_tools_only_as_data(
     assert "cannot contain a NUL byte" in res[1]["output"], res[1]  # a clear error, no crash
 
 
+def test_ps_while_the_daemon_writes_heavily(env: Env, daemon: Daemon) -> None:
+    # 2,000 marked lines, each a fire and a thread (which fails at once: no model), so the
+    # daemon commits continuously while `ps` reads: every `ps` answers, none sees a lock.
+    hooks = env.write(
+        "busy.json",
+        json.dumps(
+            {
+                "limits": {"rate": "100000/second"},
+                "hooks": [
+                    {
+                        "name": "m",
+                        "on_output_match": {"pattern": "^MARK"},
+                        "instructions": "x",
+                        "max_spawns": 2000,
+                    }
+                ],
+            }
+        ),
+    )
+    code = (
+        "import time\nfor i in range(2000):\n"
+        "    print('MARK', i, flush=True)\n    i % 50 or time.sleep(0.01)\n"
+    )
+    pid = env.run_d(sys.executable, "-c", code, hooks=hooks)["id"]
+    wait_until(lambda: env.fires(), 10, "the first fire")
+    took = []
+    for _ in range(12):
+        t0 = time.monotonic()
+        r = env.cli("ps", "--json")
+        took.append(time.monotonic() - t0)
+        assert r.returncode == 0 and "locked" not in r.stderr, r.stderr
+        assert json.loads(r.stdout)["processes"][0]["id"] == pid
+    env.wait_state(pid, "exited", timeout=60)
+    wait_until(lambda: len(env.fires()) == 2000, 60, "all 2,000 fires")
+    median = sorted(took)[len(took) // 2]
+    print(f"ps under load: median {median * 1000:.0f} ms, max {max(took) * 1000:.0f} ms")
+    assert max(took) < 10, took
+
+
 def test_ps_and_fires_mask_credentials(env: Env, daemon: Daemon) -> None:
     secret = "tok_9f8e7d6c5b4a"
     env.extra["DEPLOY_TOKEN"] = secret

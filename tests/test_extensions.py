@@ -364,3 +364,23 @@ def test_a_thread_cannot_add_shell_hooks(env: Env, daemon: Daemon) -> None:
     (res,) = results(t)
     assert res["is_error"] and "a thread cannot add shell hooks" in res["output"]
     assert not (env.work / "pwned").exists()
+
+
+def test_a_dotted_name_extension_loads_and_is_pinned_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_threads.extensions import ExtensionError, module_file, pin
+
+    pkg = tmp_path / "myexts"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "hello.py").write_text(
+        "def register(api):\n    api.command('hello', 'says hello', lambda args, ctx: 'hi')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    pinned = pin("myexts.hello", module_file("myexts.hello"))
+    assert "#sha256=" in pinned
+    assert "hello" in load_extensions([pinned], tmp_path).commands
+    (pkg / "hello.py").write_text("def register(api):\n    pass\n")
+    with pytest.raises(ExtensionError, match="changed since"):
+        load_extensions([pinned], tmp_path)
