@@ -61,12 +61,9 @@ class Dispatcher:
             while True:
                 await self._reconcile()
                 free = self.concurrency - len(self.active)
-                claimed: list[int] = []
-                if free > 0:
-                    claimed = await anyio.to_thread.run_sync(self._claim, free)
+                claimed, due = await anyio.to_thread.run_sync(self._claim_and_due, free)
                 for tid in claimed:
                     self._start(tg, tid, resumed=False)
-                due = await anyio.to_thread.run_sync(self._next_due)
                 wait = IDLE_WAIT_S if due is None else max(0.0, due - self.clock())
                 if free - len(claimed) <= 0:
                     wait = IDLE_WAIT_S  # full: a finished run wakes us
@@ -103,8 +100,8 @@ class Dispatcher:
             self.poke()
 
     def _fail(self, thread_id: int, error: str) -> None:
-        with self.store.write() as s:
-            s.connection().exec_driver_sql(
+        with self.store.sql_write() as conn:
+            conn.execute(
                 "UPDATE thread SET status = 'failed', error = ?, ended_at = ?"
                 " WHERE id = ? AND status = 'running'",
                 (error, self.clock(), thread_id),
@@ -118,8 +115,8 @@ class Dispatcher:
 
         def statuses() -> dict[int, str]:
             marks = ", ".join("?" * len(ids))
-            with self.store.read() as s:
-                rows = s.connection().exec_driver_sql(
+            with self.store.sql_read() as conn:
+                rows = conn.execute(
                     f"SELECT id, status FROM thread WHERE id IN ({marks})", tuple(ids)
                 )
                 return {int(r[0]): str(r[1]) for r in rows}
@@ -131,25 +128,22 @@ class Dispatcher:
 
     def _recover(self) -> list[int]:
         """Threads that were running when the daemon stopped: resume up to the limit."""
-        with self.store.write() as s:
-            conn = s.connection()
+        with self.store.sql_write() as conn:
             ids = [
                 int(r[0])
-                for r in conn.exec_driver_sql(
-                    "SELECT id FROM thread WHERE status = 'running' ORDER BY id"
-                )
+                for r in conn.execute("SELECT id FROM thread WHERE status = 'running' ORDER BY id")
             ]
             keep, back = ids[: self.concurrency], ids[self.concurrency :]
             for tid in back:
-                conn.exec_driver_sql("UPDATE thread SET status = 'queued' WHERE id = ?", (tid,))
+                conn.execute("UPDATE thread SET status = 'queued' WHERE id = ?", (tid,))
         if ids:
             log.info("resuming %d thread(s) that were running", len(keep))
         return keep
 
     def _claim(self, n: int) -> list[int]:
         now = self.clock()
-        with self.store.write() as s:
-            rows = s.connection().exec_driver_sql(
+        with self.store.sql_write() as conn:
+            rows = conn.execute(
                 "UPDATE thread SET status = 'running',"
                 " segment_started_at = COALESCE(segment_started_at, ?)"
                 " WHERE id IN (SELECT id FROM thread WHERE status = 'queued' AND not_before <= ?"
@@ -158,11 +152,13 @@ class Dispatcher:
             )
             return sorted(int(r[0]) for r in rows)
 
+    def _claim_and_due(self, free: int) -> tuple[list[int], float | None]:
+        # One hop to a worker thread, not two: the loop turns once per finished run.
+        return (self._claim(free) if free > 0 else []), self._next_due()
+
     def _next_due(self) -> float | None:
-        with self.store.read() as s:
-            due = (
-                s.connection()
-                .exec_driver_sql("SELECT MIN(not_before) FROM thread WHERE status = 'queued'")
-                .scalar()
-            )
+        with self.store.sql_read() as conn:
+            (due,) = conn.execute(
+                "SELECT MIN(not_before) FROM thread WHERE status = 'queued'"
+            ).fetchone()
         return None if due is None or math.isnan(due) else float(due)

@@ -8,6 +8,7 @@ is cancelled, and nothing is written after the cancel.
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -46,24 +47,25 @@ _COLUMNS = ", ".join(ThreadInfo.__dataclass_fields__)
 
 
 def read_thread(store: Store, thread_id: int) -> ThreadInfo:
-    with store.read() as s:
-        row = (
-            s.connection()
-            .exec_driver_sql(f"SELECT {_COLUMNS} FROM thread WHERE id = ?", (thread_id,))
-            .first()
-        )
+    with store.sql_read() as conn:
+        row = conn.execute(f"SELECT {_COLUMNS} FROM thread WHERE id = ?", (thread_id,)).fetchone()
     if row is None:
         raise StateError(f"thread t{thread_id} vanished from the state database")
     return ThreadInfo(*row)
 
 
 def read_entries(store: Store, thread_id: int, after: int = 0) -> list[Entry]:
-    with store.read() as s:
-        rows = s.connection().exec_driver_sql(
+    with store.sql_read() as conn:
+        rows = conn.execute(
             "SELECT seq, kind, at, data FROM entry WHERE thread_id = ? AND seq > ? ORDER BY seq",
             (thread_id, after),
         )
-        return [Entry(r.seq, r.kind, r.at, json.loads(r.data)) for r in rows]
+        return [Entry(seq, kind, at, json.loads(data)) for seq, kind, at, data in rows]
+
+
+def _scalar(conn: sqlite3.Connection, sql: str, *args: Any) -> Any:
+    row = conn.execute(sql, args).fetchone()
+    return None if row is None else row[0]
 
 
 def _scrub(value: Any, redact: Redact) -> Any:
@@ -102,31 +104,27 @@ class Journal:
         """Save one entry; raises ThreadStopped if the thread is no longer running."""
         data = _scrub(data, self.redact)
         at = self.clock()
-        with self.store.write() as s:
-            conn = s.connection()
-            status = conn.exec_driver_sql(
-                "SELECT status FROM thread WHERE id = ?", (self.thread_id,)
-            ).scalar()
+        with self.store.sql_write() as conn:
+            status = _scalar(conn, "SELECT status FROM thread WHERE id = ?", self.thread_id)
             if status != "running":
                 raise ThreadStopped(f"thread t{self.thread_id} is {status}")
-            seq = conn.exec_driver_sql(
+            seq = _scalar(
+                conn,
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM entry WHERE thread_id = ?",
-                (self.thread_id,),
-            ).scalar()
-            conn.exec_driver_sql(
+                self.thread_id,
+            )
+            conn.execute(
                 "INSERT INTO entry (thread_id, seq, kind, at, data) VALUES (?, ?, ?, ?, ?)",
                 (self.thread_id, seq, kind, at, json.dumps(data, ensure_ascii=False)),
             )
             if kind == "assistant":
-                conn.exec_driver_sql(
-                    "UPDATE thread SET turns = turns + 1 WHERE id = ?", (self.thread_id,)
-                )
+                conn.execute("UPDATE thread SET turns = turns + 1 WHERE id = ?", (self.thread_id,))
         return Entry(int(seq or 0), kind, at, data)
 
     def record_model(self, name: str) -> None:
         """Remember which model a thread got, for `ps` and `thread show`."""
-        with self.store.write() as s:
-            s.connection().exec_driver_sql(
+        with self.store.sql_write() as conn:
+            conn.execute(
                 "UPDATE thread SET model = ? WHERE id = ? AND model IS NULL",
                 (name, self.thread_id),
             )
@@ -134,8 +132,8 @@ class Journal:
     def finish(self, status: str, *, error: str | None = None, waiting: str | None = None) -> bool:
         """Move a running thread to `status`; False if someone else already moved it."""
         ended = self.clock() if status in TERMINAL else None
-        with self.store.write() as s:
-            cur = s.connection().exec_driver_sql(
+        with self.store.sql_write() as conn:
+            cur = conn.execute(
                 "UPDATE thread SET status = ?, error = ?, waiting = ?, ended_at = ?,"
                 " segment_started_at = NULL WHERE id = ? AND status = 'running'",
                 (status, error and self.redact(error), waiting, ended, self.thread_id),
@@ -156,27 +154,22 @@ def append_external(
 
     Returns the status the thread had; nothing is written unless it was in `allowed`.
     """
-    with store.write() as s:
-        conn = s.connection()
-        before = conn.exec_driver_sql(
-            "SELECT status FROM thread WHERE id = ?", (thread_id,)
-        ).scalar()
+    with store.sql_write() as conn:
+        before = _scalar(conn, "SELECT status FROM thread WHERE id = ?", thread_id)
         if before is None or before not in allowed:
             return str(before)
         seq = int(
-            conn.exec_driver_sql(
-                "SELECT COALESCE(MAX(seq), 0) FROM entry WHERE thread_id = ?", (thread_id,)
-            ).scalar()
+            _scalar(conn, "SELECT COALESCE(MAX(seq), 0) FROM entry WHERE thread_id = ?", thread_id)
             or 0
         )
         now = clock()
         for kind, data in items:
             seq += 1
-            conn.exec_driver_sql(
+            conn.execute(
                 "INSERT INTO entry (thread_id, seq, kind, at, data) VALUES (?, ?, ?, ?, ?)",
                 (thread_id, seq, kind, now, json.dumps(data, ensure_ascii=False)),
             )
-        conn.exec_driver_sql(
+        conn.execute(
             "UPDATE thread SET status = ?, error = NULL, waiting = NULL, ended_at = NULL,"
             " turns = CASE WHEN ? THEN 0 ELSE turns END WHERE id = ?",
             (status, before in TERMINAL, thread_id),

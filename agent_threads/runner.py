@@ -66,11 +66,16 @@ class ThreadRunner:
             log.info("thread t%d stopped: %s", thread_id, exc)
 
     async def _run(self, journal: Journal, resumed: bool) -> LoopEnd:
-        info = await anyio.to_thread.run_sync(journal.info)
-        try:
-            prepared = await anyio.to_thread.run_sync(self.prepare, info)
-        except SuperviseError as exc:
-            return LoopEnd("failed", error=str(exc))
+        def load() -> tuple[ThreadInfo, Prepared | SuperviseError]:
+            info = journal.info()
+            try:
+                return info, self.prepare(info)
+            except SuperviseError as exc:
+                return info, exc
+
+        info, prepared = await anyio.to_thread.run_sync(load)  # one hop: they run back to back
+        if isinstance(prepared, SuperviseError):
+            return LoopEnd("failed", error=str(prepared))
         cfg = prepared.cfg
         await anyio.to_thread.run_sync(journal.record_model, cfg.model.name)
         entries = await anyio.to_thread.run_sync(journal.entries)

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from state.errors import HookFileError, SuperviseError, UserError
@@ -196,16 +196,16 @@ def _detach_flags(p: argparse.ArgumentParser) -> None:
 # -- other commands ---------------------------------------------------------------------------
 
 
-def _scrubbed(p: Row) -> Row:
+def _scrubbed(p: Row, redact: Callable[[str], str]) -> Row:
     """A process row with the values of this shell's credential variables masked."""
-    redact = make_redact(os.environ)
     argv = [redact(a) for a in json.loads(p["argv"])]
     return {**p, "command": redact(p["command"]), "argv": json.dumps(argv)}
 
 
 def cmd_ps(args: argparse.Namespace, paths: StatePaths) -> int:
     reader = _reader(paths)
-    procs, threads = [_scrubbed(p) for p in reader.processes()], reader.threads()
+    redact = make_redact(os.environ)
+    procs, threads = [_scrubbed(p, redact) for p in reader.processes()], reader.threads()
     if args.json:
         print(
             json.dumps(

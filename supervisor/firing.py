@@ -5,11 +5,10 @@ neither misses nor repeats a fire.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from sqlalchemy.engine import Connection
 
 from agent_threads.spawn import FireFacts, render_prompt
 from state.db import Store
@@ -47,23 +46,23 @@ class Outcome:
 def load_all_counters(store: Store, process_ids: list[int]) -> dict[int, dict[str, Counter]]:
     """Every listed process's hook counters (empty for none yet), in one query."""
     out: dict[int, dict[str, Counter]] = {pid: {} for pid in process_ids}
-    with store.read() as s:
-        rows = s.connection().exec_driver_sql(
+    with store.sql_read() as conn:
+        rows = conn.execute(
             "SELECT process_id, hook, fires, refused FROM hook_counter WHERE process_id IN"
             " (SELECT id FROM process WHERE state IN ('starting', 'running'))"
         )
-        for r in rows:
-            if r.process_id in out:
-                out[r.process_id][r.hook] = Counter(r.fires, r.refused)
+        for pid, hook, fires, refused in rows:
+            if pid in out:
+                out[pid][hook] = Counter(fires, refused)
     return out
 
 
 def load_counters(store: Store, process_id: int) -> dict[str, Counter]:
-    with store.read() as s:
-        rows = s.connection().exec_driver_sql(
+    with store.sql_read() as conn:
+        rows = conn.execute(
             "SELECT hook, fires, refused FROM hook_counter WHERE process_id = ?", (process_id,)
         )
-        return {r.hook: Counter(r.fires, r.refused) for r in rows}
+        return {hook: Counter(fires, refused) for hook, fires, refused in rows}
 
 
 def commit_fires(
@@ -89,33 +88,32 @@ def commit_fires(
     Returns:
         What each event became, and the hook counters after them.
     """
-    # Plain SQL on the session's connection, not ORM objects or built statements: recovery
-    # commits hundreds of these back to back, and SQLAlchemy's per-statement work was most
-    # of their cost.
-    with store.write() as s:
-        conn = s.connection()
-        row = conn.exec_driver_sql(
+    # Plain sqlite3, not the ORM: recovery commits hundreds of these back to back, and
+    # SQLAlchemy's per-statement work was most of their cost.
+    with store.sql_write() as conn:
+        row = conn.execute(
             "SELECT log_offset, depth FROM process WHERE id = ?", (process_id,)
-        ).first()
+        ).fetchone()
         if row is None:
             raise StateError(f"process {process_id} vanished from the state database")
-        if expect_offset is not None and row.log_offset != expect_offset:
+        offset, depth = row
+        if expect_offset is not None and offset != expect_offset:
             raise StateError(
-                f"process {process_id}: saved offset moved ({row.log_offset} != {expect_offset}); "
+                f"process {process_id}: saved offset moved ({offset} != {expect_offset}); "
                 "is a second daemon running on this state directory?"
             )
         counters = {
-            r.hook: Counter(r.fires, r.refused)
-            for r in conn.exec_driver_sql(
+            hook: Counter(fires, refused)
+            for hook, fires, refused in conn.execute(
                 "SELECT hook, fires, refused FROM hook_counter WHERE process_id = ?", (process_id,)
             )
         }
         before = dict(counters)
-        txn = _Txn(conn, process_id, int(row.depth), limits, counters)
+        txn = _Txn(conn, process_id, int(depth), limits, counters)
         outcomes = [txn.apply(ev) for ev in events]
         for hook, c in counters.items():
             if c != before.get(hook):
-                conn.exec_driver_sql(
+                conn.execute(
                     "INSERT INTO hook_counter (process_id, hook, fires, refused)"
                     " VALUES (?, ?, ?, ?) ON CONFLICT (process_id, hook) DO UPDATE"
                     " SET fires = excluded.fires, refused = excluded.refused",
@@ -126,18 +124,16 @@ def commit_fires(
             if unknown:
                 raise ValueError(f"not columns of process: {sorted(unknown)}")  # our bug
             cols = ", ".join(f"{name} = ?" for name in changes)
-            conn.exec_driver_sql(
-                f"UPDATE process SET {cols} WHERE id = ?", (*changes.values(), process_id)
-            )
+            conn.execute(f"UPDATE process SET {cols} WHERE id = ?", (*changes.values(), process_id))
     return outcomes, counters
 
 
-def scheduled_start(conn: Connection, at: float, rate: Rate) -> float:
+def scheduled_start(conn: sqlite3.Connection, at: float, rate: Rate) -> float:
     """When a thread created at `at` may start under the limiter all threads share."""
     # Only starts inside the window can delay this one (indexed on not_before).
     recent = [
         r[0]
-        for r in conn.exec_driver_sql(
+        for r in conn.execute(
             "SELECT not_before FROM thread WHERE not_before > ? ORDER BY not_before DESC LIMIT ?",
             (at - rate.per_seconds, rate.count),
         )
@@ -147,7 +143,7 @@ def scheduled_start(conn: Connection, at: float, rate: Rate) -> float:
 
 @dataclass
 class _Txn:
-    conn: Connection
+    conn: sqlite3.Connection
     process_id: int
     depth: int
     limits: Limits
@@ -155,7 +151,7 @@ class _Txn:
 
     def apply(self, ev: FireEvent) -> Outcome:
         name, trigger = ev.hook.name, ev.hook.kind
-        dup = self.conn.exec_driver_sql("SELECT id FROM fire WHERE key = ?", (ev.key,)).first()
+        dup = self.conn.execute("SELECT id FROM fire WHERE key = ?", (ev.key,)).fetchone()
         if dup is not None:
             return Outcome(name, trigger, False, "duplicate", None, False)
         verdict: str
@@ -189,9 +185,7 @@ class _Txn:
         thread_id = None
         if spawned:
             thread_id = self._new_thread(ev, fire_id)
-            self.conn.exec_driver_sql(
-                "UPDATE fire SET thread_id = ? WHERE id = ?", (thread_id, fire_id)
-            )
+            self.conn.execute("UPDATE fire SET thread_id = ? WHERE id = ?", (thread_id, fire_id))
         return Outcome(name, trigger, spawned, reason, thread_id, True)
 
     def _new_thread(self, ev: FireEvent, fire_id: int) -> int:
@@ -212,5 +206,6 @@ class _Txn:
         )
 
     def _insert(self, sql: str, params: tuple[Any, ...]) -> int:
-        cursor = self.conn.exec_driver_sql(sql, params)
-        return int(cursor.lastrowid)
+        cursor = self.conn.execute(sql, params)
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -170,6 +171,8 @@ def cmd_run(args: argparse.Namespace, paths: StatePaths) -> int:
 
 def _attach(paths: StatePaths, pid: int, shim: tuple[int | None, float | None]) -> int:
     run = RunDir(paths.run_dir(pid))
+    with contextlib.suppress(OSError):
+        run.attached.touch()  # asks the daemon to touch `recorded` when it has committed
     try:
         record = follow_output(run, sys.stdout.buffer, shim=shim)
     except KeyboardInterrupt:
@@ -178,7 +181,7 @@ def _attach(paths: StatePaths, pid: int, shim: tuple[int | None, float | None]) 
             f"(supervise logs {pid} -f to follow, supervise stop {pid} to stop)"
         )
         return 130
-    if not wait_for_file(run.recorded, RECORD_WAIT_S):
+    if not _recorded(paths, pid) and not wait_for_file(run.recorded, RECORD_WAIT_S):
         err(
             f"supervise: the daemon has not recorded the end of process {pid} yet "
             f"(is it running? see {paths.daemon_log}); its hooks fire when it does"
@@ -190,6 +193,11 @@ def _attach(paths: StatePaths, pid: int, shim: tuple[int | None, float | None]) 
     if record.signal:
         err(f"supervise: process {pid} was killed by {record.signal}")
     return record.exit_code
+
+
+def _recorded(paths: StatePaths, pid: int) -> bool:
+    row = Reader(paths.db).process(pid)
+    return row is not None and row["state"] in ("exited", "lost")
 
 
 def _report_threads(paths: StatePaths, process_id: int) -> None:

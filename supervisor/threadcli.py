@@ -79,16 +79,16 @@ def cmd_ask(args: argparse.Namespace, paths: StatePaths) -> int:
     hooks = json.dumps(settings_hooks(args.settings))
     store = _store(paths)
     now = time.time()
-    with store.write() as s:
-        conn = s.connection()
+    with store.sql_write() as conn:
         start = scheduled_start(conn, now, rate)
-        cur = conn.exec_driver_sql(
+        cur = conn.execute(
             "INSERT INTO thread (trigger, depth, status, created_at, not_before, prompt, model,"
             " cwd, permissions, hooks, turns) VALUES ('user', 0, 'queued', ?, ?, ?, ?, ?, ?, ?, 0)",
             (now, start, text, model, str(cwd), json.dumps(profile.to_json()), hooks),
         )
-        tid = int(cur.lastrowid)
-        conn.exec_driver_sql(
+        assert cur.lastrowid is not None
+        tid = cur.lastrowid
+        conn.execute(
             "INSERT INTO entry (thread_id, seq, kind, at, data) VALUES (?, 1, 'user', ?, ?)",
             (tid, now, json.dumps({"text": text}, ensure_ascii=False)),
         )

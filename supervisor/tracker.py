@@ -302,8 +302,11 @@ class Tracker:
     def _settle(self, events: list[FireEvent], end: dict[str, Any], res: StepResult) -> None:
         self._commit(events, res, end)
         res.ended = True
-        with contextlib.suppress(OSError):  # only a convenience for an attached `run`
-            self.run.recorded.touch()
+        # Only for an attached `run`, which made `attached` before it read the state: either
+        # it saw this commit, or we see its mark.
+        with contextlib.suppress(OSError):
+            if self.run.attached.exists():
+                self.run.recorded.touch()
 
     # -- timeouts ------------------------------------------------------------------------
 

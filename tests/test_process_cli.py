@@ -21,6 +21,16 @@ def test_run_attached_shows_output_and_exits_with_child_code(env: Env) -> None:
     p = env.ps()["processes"][0]
     assert p["state"] == "exited" and p["exit_code"] == 3 and p["result"] == "exit-code"
     assert (env.home / "daemon.pid").exists()  # run started a daemon
+    # `run` waited for the daemon to commit the exit (it asked, with `attached`), not in vain.
+    assert "has not recorded" not in r.stderr
+    assert (env.home / "runs" / str(p["id"]) / "recorded").exists()
+
+
+def test_a_detached_end_costs_no_marker_file(env: Env, daemon: Daemon) -> None:
+    # Creating a file costs ~1 ms on ext4: at recovery, a thousand of them cost a second.
+    pid = env.run_d("true")["id"]
+    env.wait_state(pid, "exited")
+    assert not (env.home / "runs" / str(pid) / "recorded").exists()
 
 
 def test_run_detached_json_name_cwd_env(
