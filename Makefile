@@ -3,6 +3,7 @@ PY := $(VENV)/bin
 
 .PHONY: setup lint typecheck test bench ci
 
+
 setup:
 	python3 -m venv $(VENV) && $(PY)/pip install -q -e '.[dev]'
 
@@ -17,3 +18,6 @@ test:
 
 ci:
 	bash .ci/run
+
+bench:
+	$(PY)/python bench/run.py

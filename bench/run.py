@@ -1,4 +1,4 @@
-"""Every benchmark in one command: `python bench/run.py` (about 8 minutes on 2 cores).
+"""Every benchmark in one command: `python bench/run.py` (about 5 minutes on 2 cores).
 
 Prints a Markdown table (figure, measured, target, verdict) and the cost-growth tables, and
 writes them to bench/results.md and the figures to bench/results.json. Peers run in the same
@@ -6,7 +6,7 @@ run on the same child: supervisord (pip-installed into its own venv, since its i
 `supervisor` is ours too) and pm2 (npm-installed into a cache folder, where npm exists).
 Benchmarks measure; they never fail. A missed target says MISSED in the table.
 
-  --quick     smaller workloads, one run each (about 2 minutes): a smoke run, not figures.
+  --quick     smaller workloads, one run each (about 1.5 minutes): a smoke run, not figures.
   --no-peers  skip supervisord and pm2 (they need the package registries once).
 """
 
@@ -68,8 +68,8 @@ def chatty_rows(lines: int, runs: int, results: dict[str, Any]) -> list[Row]:
         if cap == 0:
             rows.append(
                 Row(
-                    f"daemon CPU, {mb}, 10 patterns, output bound off",
-                    f"{med['daemon_cpu_s']:.2f} s",
+                    f"daemon CPU and child ratio, {mb}, 10 patterns, output bound off",
+                    f"{med['daemon_cpu_s']:.2f} s, {ratio:.2f}x",
                 )
             )
             continue
