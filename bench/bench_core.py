@@ -149,8 +149,11 @@ def grep_pattern(pattern: str) -> str:
     )
 
 
-def write_plain(work: Path, lines: int) -> float:
-    """The child's own runtime writing to a plain file: the baseline of every ratio."""
+def write_plain(work: Path, lines: int, *, keep: bool = False) -> float:
+    """The child's own runtime writing to a plain file: the baseline of every ratio.
+
+    The child's script is left in `work/child.py`; with `keep`, its output in `plain.log`.
+    """
     script = work / "child.py"
     script.write_text(CHILD)
     plain_t = work / "plain.t"
@@ -158,7 +161,8 @@ def write_plain(work: Path, lines: int) -> float:
         subprocess.run(
             [sys.executable, str(script), str(lines), str(plain_t)], stdout=f, check=True
         )
-    (work / "plain.log").unlink()
+    if not keep:
+        (work / "plain.log").unlink()
     return float(plain_t.read_text())
 
 
@@ -169,13 +173,8 @@ def chatty(lines: int, npat: int, max_log_bytes: int | None = None) -> dict[str,
     try:
         work = home.dir / "work"
         work.mkdir()
+        plain_s = write_plain(work, lines, keep=True)
         script = work / "child.py"
-        script.write_text(CHILD)
-        plain_t = work / "plain.t"
-        with open(work / "plain.log", "wb") as f:
-            subprocess.run(
-                [sys.executable, str(script), str(lines), str(plain_t)], stdout=f, check=True
-            )
         pats = (PATTERNS * 10)[:npat]
         hooks = hooks_file(work, pats)
         dpid = home.start()
@@ -213,7 +212,7 @@ def chatty(lines: int, npat: int, max_log_bytes: int | None = None) -> dict[str,
         return {
             "patterns": npat,
             "mb": size / 1e6,
-            "child_plain_s": float(plain_t.read_text()),
+            "child_plain_s": plain_s,
             "child_supervised_s": float(sup_t.read_text()),
             "daemon_cpu_s": daemon_cpu,
             "scan_mb_s": size / 1e6 / scan_s,
@@ -337,19 +336,22 @@ def scale(count: int) -> dict[str, float]:
         home.stop()
 
 
+def exit_hooks(home: Home) -> Path:
+    """A hook file with one on_exit hook for any code, and no rate limit to speak of."""
+    hooks = home.dir / "exit.json"
+    body = {
+        "limits": {"rate": "1000000/second"},
+        "hooks": [{"name": "done", "on_exit": None, "instructions": "x"}],
+    }
+    hooks.write_text(json.dumps(body))
+    return hooks
+
+
 def recovery(count: int) -> dict[str, float]:
     """SIGKILL the daemon with `count` processes; half end meanwhile; time the catch-up."""
     home = Home()
     try:
-        hooks = home.dir / "exit.json"
-        hooks.write_text(
-            json.dumps(
-                {
-                    "limits": {"rate": "1000000/second"},
-                    "hooks": [{"name": "done", "on_exit": None, "instructions": "x"}],
-                }
-            )
-        )
+        hooks = exit_hooks(home)
         home.start()
         half = count // 2
         fifo = home.dir / "release"
@@ -383,15 +385,7 @@ def exit_latency(events: int = 100) -> dict[str, float]:
     """`events` processes ending 30 ms apart: exit (the shim's record) -> thread row visible."""
     home = Home()
     try:
-        hooks = home.dir / "exit.json"
-        hooks.write_text(
-            json.dumps(
-                {
-                    "limits": {"rate": "100000/second"},
-                    "hooks": [{"name": "done", "on_exit": None, "instructions": "x"}],
-                }
-            )
-        )
+        hooks = exit_hooks(home)
         home.start()
         seen: dict[int, float] = {}
         stop = threading.Event()

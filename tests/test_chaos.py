@@ -16,6 +16,8 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Daemon, Env, wait_until
@@ -28,6 +30,20 @@ LINES = 15
 
 def _seed() -> int:
     return int(os.environ.get("SUPERVISE_CHAOS_SEED") or random.SystemRandom().randrange(1 << 30))
+
+
+def _mark_hooks(env: Env, name: str, *, max_spawns: int, rate: str | None = None) -> Path:
+    """A hook file firing on every line that starts with MARK."""
+    hook = {
+        "name": "m",
+        "on_output_match": {"pattern": "^MARK"},
+        "instructions": "x",
+        "max_spawns": max_spawns,
+    }
+    body: dict[str, Any] = {"hooks": [hook]}
+    if rate is not None:
+        body["limits"] = {"rate": rate}
+    return env.write(name, json.dumps(body))
 
 
 def test_random_daemon_kills_lose_and_repeat_nothing(env: Env, daemon: Daemon) -> None:
@@ -262,21 +278,7 @@ def test_a_full_disk_loses_no_fire_and_recovers(env: Env, daemon: Daemon) -> Non
 
     import psutil
 
-    hooks = env.write(
-        "disk.json",
-        json.dumps(
-            {
-                "hooks": [
-                    {
-                        "name": "m",
-                        "on_output_match": {"pattern": "^MARK"},
-                        "instructions": "x",
-                        "max_spawns": 10,
-                    }
-                ]
-            }
-        ),
-    )
+    hooks = _mark_hooks(env, "disk.json", max_spawns=10)
 
     script = (
         "import os, time\nprint('MARK 1', flush=True)\n"
@@ -393,22 +395,7 @@ def test_hostile_output_and_file_names_reach_hooks_and_tools_only_as_data(
 def test_ps_while_the_daemon_writes_heavily(env: Env, daemon: Daemon) -> None:
     # 2,000 marked lines, each a fire and a thread (which fails at once: no model), so the
     # daemon commits continuously while `ps` reads: every `ps` answers, none sees a lock.
-    hooks = env.write(
-        "busy.json",
-        json.dumps(
-            {
-                "limits": {"rate": "100000/second"},
-                "hooks": [
-                    {
-                        "name": "m",
-                        "on_output_match": {"pattern": "^MARK"},
-                        "instructions": "x",
-                        "max_spawns": 2000,
-                    }
-                ],
-            }
-        ),
-    )
+    hooks = _mark_hooks(env, "busy.json", max_spawns=2000, rate="100000/second")
     code = (
         "import time\nfor i in range(2000):\n"
         "    print('MARK', i, flush=True)\n    i % 50 or time.sleep(0.01)\n"

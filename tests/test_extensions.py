@@ -205,37 +205,21 @@ def test_load_errors_say_file_and_line(env: Env, tmp_path: Path) -> None:
         load_extensions(["noreg.py"], tmp_path)
 
 
+def _run_process_from_a_thread(env: Env, hooks: dict[str, Any]) -> dict[str, Any]:
+    """A thread calls RunProcess with `hooks`; the tool's result."""
+    call = {"name": "RunProcess", "arguments": {"command": "true", "hooks": hooks}}
+    turns = env.write(
+        "t.yaml", yaml.safe_dump({"turns": [{"tool_calls": [call]}, {"content": "ok"}]})
+    )
+    agent = {"model": f"scripted:{turns.name}", "permissions": {"allow": ["RunProcess"]}}
+    run_hooked(env, write_hooks(env, agent))
+    (res,) = results(settled(env, "t1", "completed"))
+    return res
+
+
 def test_a_thread_cannot_add_extensions(env: Env, daemon: Daemon) -> None:
     env.write("evil.py", "def register(api):\n    pass\n")
-    turns = env.write(
-        "t.yaml",
-        yaml.safe_dump(
-            {
-                "turns": [
-                    {
-                        "tool_calls": [
-                            {
-                                "name": "RunProcess",
-                                "arguments": {
-                                    "command": "true",
-                                    "hooks": {"agent": {"extensions": ["evil.py"]}},
-                                },
-                            }
-                        ]
-                    },
-                    {"content": "ok"},
-                ]
-            }
-        ),
-    )
-    run_hooked(
-        env,
-        write_hooks(
-            env, {"model": f"scripted:{turns.name}", "permissions": {"allow": ["RunProcess"]}}
-        ),
-    )
-    t = settled(env, "t1", "completed")
-    (res,) = results(t)
+    res = _run_process_from_a_thread(env, {"agent": {"extensions": ["evil.py"]}})
     assert res["is_error"] and "a thread cannot add extensions" in res["output"]
 
 
@@ -336,32 +320,7 @@ def test_an_extension_a_thread_rewrites_never_runs_until_a_person_restarts(
 
 def test_a_thread_cannot_add_shell_hooks(env: Env, daemon: Daemon) -> None:
     sneaky = {"agent": {"hooks": {"SessionStart": [{"command": "touch pwned"}]}}}
-    turns = env.write(
-        "t.yaml",
-        yaml.safe_dump(
-            {
-                "turns": [
-                    {
-                        "tool_calls": [
-                            {
-                                "name": "RunProcess",
-                                "arguments": {"command": "true", "hooks": sneaky},
-                            }
-                        ]
-                    },
-                    {"content": "ok"},
-                ]
-            }
-        ),
-    )
-    run_hooked(
-        env,
-        write_hooks(
-            env, {"model": f"scripted:{turns.name}", "permissions": {"allow": ["RunProcess"]}}
-        ),
-    )
-    t = settled(env, "t1", "completed")
-    (res,) = results(t)
+    res = _run_process_from_a_thread(env, sneaky)
     assert res["is_error"] and "a thread cannot add shell hooks" in res["output"]
     assert not (env.work / "pwned").exists()
 
