@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -322,9 +323,7 @@ def scale(count: int) -> dict[str, float]:
         cpu0 = cpu_seconds(dpid)
         time.sleep(5.0)
         idle = cpu_seconds(dpid) - cpu0
-        t = time.perf_counter()
-        home.cli("ps")
-        ps_s = time.perf_counter() - t
+        ps_s = statistics.median(_timed(lambda: home.cli("ps")) for _ in range(3))
         return {
             "processes": count,
             "shim_uss_kib_median": statistics.median(shims) / 1024,
@@ -426,18 +425,92 @@ def _wait_file(path: Path, timeout: float = 300) -> None:
         time.sleep(0.05)
 
 
-def supervisord_peer(lines: int, runs: int) -> dict[str, float] | str:
-    """The chatty child under supervisord (in its own venv: its import name is ours too).
+def _timed(fn: Callable[[], object]) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
 
-    Each run is paired with a plain run just before it. Returns why not, if it cannot run.
-    """
+
+def _supervisord_bin() -> Path | str:
+    """supervisord's bin folder, installed once into its own venv (its import name is ours
+    too); or why not."""
     venv = Path(tempfile.gettempdir()) / "supervise-bench-supervisord"
-    py = venv / "bin" / "python"
     if not (venv / "bin" / "supervisord").exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=False)
-        r = subprocess.run([str(py), "-m", "pip", "install", "-q", "supervisor"], check=False)
-        if r.returncode:
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "supervisor"]
+        if subprocess.run(pip, check=False).returncode:
             return "pip install supervisor failed (no package registry?)"
+    return venv / "bin"
+
+
+def _peer_env() -> dict[str, str]:
+    # Without our PYTHONPATH: supervisord's `import supervisor` must find its own package.
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
+def supervisord_scale(count: int) -> dict[str, float] | str:
+    """`count` `sleep` programs under supervisord: its RSS, idle CPU and `supervisorctl status`."""
+    bin_dir = _supervisord_bin()
+    if isinstance(bin_dir, str):
+        return bin_dir
+    work = Path(tempfile.mkdtemp(prefix="supervisord-scale-"))
+    conf = work / "supervisord.conf"
+    programs = "".join(
+        f"[program:s{i}]\ncommand=sleep 600\nstartsecs=0\nautorestart=false\n"
+        f"stdout_logfile={work}/s{i}.log\nredirect_stderr=true\n"
+        for i in range(count)
+    )
+    conf.write_text(
+        f"[supervisord]\nnodaemon=true\nlogfile={work}/sd.log\npidfile={work}/sd.pid\n"
+        f"minfds={4 * count + 100}\n[unix_http_server]\nfile={work}/sd.sock\n"
+        "[rpcinterface:supervisor]\n"
+        "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface\n"
+        f"[supervisorctl]\nserverurl=unix://{work}/sd.sock\n{programs}"
+    )
+    sd = subprocess.Popen(
+        [str(bin_dir / "supervisord"), "-c", str(conf)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=_peer_env(),
+    )
+
+    def status() -> str:
+        ctl = [str(bin_dir / "supervisorctl"), "-c", str(conf), "status"]
+        return subprocess.run(
+            ctl, capture_output=True, text=True, check=False, env=_peer_env()
+        ).stdout
+
+    try:
+        deadline = time.monotonic() + 120
+        while status().count("RUNNING") < count:
+            if time.monotonic() > deadline:
+                return f"supervisord did not start {count} programs in 120 s"
+            time.sleep(0.5)
+        time.sleep(2.0)
+        cpu0 = cpu_seconds(sd.pid)
+        time.sleep(5.0)
+        idle = cpu_seconds(sd.pid) - cpu0
+        return {
+            "processes": count,
+            "rss_mib": psutil.Process(sd.pid).memory_info().rss / 2**20,
+            "idle_cpu_s_per_5s": idle,
+            "status_ms": statistics.median(_timed(status) for _ in range(3)) * 1000,
+        }
+    finally:
+        sd.send_signal(signal.SIGTERM)
+        try:
+            sd.wait(60)
+        except subprocess.TimeoutExpired:
+            sd.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def supervisord_peer(lines: int, runs: int) -> dict[str, float] | str:
+    """The chatty child under supervisord. Each run is paired with a plain run just before
+    it. Returns why not, if it cannot run."""
+    bin_dir = _supervisord_bin()
+    if isinstance(bin_dir, str):
+        return bin_dir
     ratios, cpus = [], []
     for _ in range(runs):
         work = Path(tempfile.mkdtemp(prefix="supervisord-bench-"))
@@ -452,9 +525,10 @@ def supervisord_peer(lines: int, runs: int) -> dict[str, float] | str:
                 "stdout_logfile_maxbytes=0\nredirect_stderr=true\n"
             )
             sd = subprocess.Popen(
-                [str(venv / "bin" / "supervisord"), "-c", str(conf)],
+                [str(bin_dir / "supervisord"), "-c", str(conf)],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
+                env=_peer_env(),
             )
             _wait_file(work / "sd.t")
             time.sleep(1.0)  # let supervisord drain the pipe

@@ -1,9 +1,10 @@
-"""Every benchmark in one command: `python bench/run.py` (about 5 minutes on 2 cores).
+"""Every benchmark in one command: `python bench/run.py` (about 6 minutes on 2 cores).
 
 Prints a Markdown table (figure, measured, target, verdict) and the cost-growth tables, and
 writes them to bench/results.md and the figures to bench/results.json. Peers run in the same
-run on the same child: supervisord (pip-installed into its own venv, since its import name
-`supervisor` is ours too) and pm2 (npm-installed into a cache folder, where npm exists).
+run: supervisord (pip-installed into its own venv, since its import name `supervisor` is ours
+too) on the chatty child and with as many `sleep` programs as the largest scale step; pm2
+(npm-installed into a cache folder, where npm exists) on the chatty child.
 Benchmarks measure; they never fail. A missed target says MISSED in the table.
 
   --quick     smaller workloads, one run each (about 1.5 minutes): a smoke run, not figures.
@@ -184,6 +185,29 @@ def scale_rows(procs: list[int], recovery: int, results: dict[str, Any]) -> list
     return rows
 
 
+def peer_scale_rows(count: int, results: dict[str, Any]) -> list[Row]:
+    got = core.supervisord_scale(count)
+    results["supervisord_scale"] = got
+    if isinstance(got, str):
+        return [Row(f"supervisord (peer), {count:,} processes", f"not run: {got}")]
+    ours = results["scale"][count]
+    return [
+        Row(
+            f"supervisord (peer), {count:,} `sleep` programs: its RSS / ours + shims",
+            f"{got['rss_mib']:.0f} MiB / {ours['daemon_rss_mib']:.0f} MiB + "
+            f"{count * ours['shim_uss_kib_median'] / 1024:.0f} MiB",
+        ),
+        Row(
+            f"supervisord (peer), {count:,} programs: its CPU while idle",
+            f"{got['idle_cpu_s_per_5s']:.3f} s per 5 s",
+        ),
+        Row(
+            f"supervisord (peer), {count:,} programs: `supervisorctl status` / `supervise ps`",
+            f"{got['status_ms']:.0f} ms / {ours['ps_ms']:.0f} ms",
+        ),
+    ]
+
+
 def thread_rows(steps: int, runs: int, results: dict[str, Any]) -> list[Row]:
     loop = statistics.median(threads.one_run(steps, False) for _ in range(runs))
     hooked = statistics.median(threads.one_run(steps, True) for _ in range(runs))
@@ -252,6 +276,8 @@ def main() -> None:
         rows += peer_rows(lines, runs, results)
     rows += latency_rows(results)
     rows += scale_rows(procs, 200 if a.quick else 1000, results)
+    if not a.no_peers:
+        rows += peer_scale_rows(procs[-1], results)
     rows += thread_rows(10 if a.quick else 40, runs, results)
     growth = growth_tables(lines, runs, results)
     minutes = (time.monotonic() - started) / 60
