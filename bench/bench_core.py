@@ -158,6 +158,7 @@ def write_plain(work: Path, lines: int, *, keep: bool = False) -> float:
     script = work / "child.py"
     script.write_text(CHILD)
     plain_t = work / "plain.t"
+    os.sync()  # each child starts with no one else's dirty pages to write back
     with open(work / "plain.log", "wb") as f:
         subprocess.run(
             [sys.executable, str(script), str(lines), str(plain_t)], stdout=f, check=True
@@ -180,6 +181,7 @@ def chatty(lines: int, npat: int, max_log_bytes: int | None = None) -> dict[str,
         hooks = hooks_file(work, pats)
         dpid = home.start()
         home.warm_up(hooks)
+        os.sync()
         cpu0 = cpu_seconds(dpid)
         sup_t = work / "sup.t"
         out = home.cli(
@@ -524,6 +526,7 @@ def supervisord_peer(lines: int, runs: int) -> dict[str, float] | str:
                 f"autorestart=false\nstartsecs=0\nstdout_logfile={work}/out.log\n"
                 "stdout_logfile_maxbytes=0\nredirect_stderr=true\n"
             )
+            os.sync()
             sd = subprocess.Popen(
                 [str(bin_dir / "supervisord"), "-c", str(conf)],
                 stdout=subprocess.DEVNULL,
@@ -562,6 +565,7 @@ def pm2_peer(lines: int, runs: int) -> dict[str, float] | str:
         env = {**os.environ, "PM2_HOME": str(work / "pm2home")}
         try:
             plain = write_plain(work, lines)
+            os.sync()
             subprocess.run(
                 [
                     *(str(pm2), "start", str(work / "child.py"), "--name", "chatty"),
