@@ -1,4 +1,4 @@
-"""Every benchmark in one command: `python bench/run.py` (about 6 minutes on 2 cores).
+"""Every benchmark in one command: `python bench/run.py` (about 6.5 minutes on 2 cores).
 
 Prints a Markdown table (figure, measured, target, verdict) and the cost-growth tables, and
 writes them to bench/results.md and the figures to bench/results.json. Peers run in the same
