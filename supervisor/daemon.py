@@ -43,7 +43,7 @@ from supervisor.inotify import (
 )
 from supervisor.limits import Counter
 from supervisor.logcap import max_log_bytes
-from supervisor.redaction import make_redact
+from supervisor.redaction import RedactingFilter, make_redact
 from supervisor.threadhost import ThreadHost
 from supervisor.tracker import StepResult, Tracker
 
@@ -383,10 +383,13 @@ def run_daemon(paths: StatePaths) -> int:
     return 0
 
 
-def configure_logging(level: int = logging.INFO) -> None:
+def configure_logging(level: int = logging.INFO, env: Mapping[str, str] | None = None) -> None:
     logging.basicConfig(
         level=level, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S"
     )
+    scrub = RedactingFilter(make_redact(os.environ if env is None else env))
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(scrub)
     # Their per-batch chatter would drown ours.
     logging.getLogger("watchfiles").setLevel(logging.WARNING)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)

@@ -127,3 +127,25 @@ def test_auth_error_fails_the_thread_naming_the_variable(
     assert t["status"] == "failed"
     assert "set ANTHROPIC_API_KEY" in t["error"] and KEY not in t["error"]
     assert len(server.requests) == 1  # an auth error is not retried
+
+
+def test_a_secret_a_model_server_echoes_stays_out_of_the_daemon_log(
+    env: Env, server: ModelServer, start_daemon: Callable[[], Daemon]
+) -> None:
+    # A proxy's error may quote any credential of the daemon's environment, not only the
+    # model's key (which the model client masks itself): the thread's failure reaches
+    # daemon.log and must not carry it.
+    token = "ghp-deploy-0123456789abcdef"
+    echo = json.dumps({"error": {"message": f"upstream refused token {token}"}})
+    server.push_error(400, body=echo)
+    env.extra.update(
+        {"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": KEY, "DEPLOY_TOKEN": token}
+    )
+    daemon = start_daemon()
+    run_hooked(env, hook_file(env, {"model": "openai:m"}))
+    t = settled(env, "t1", timeout=30)
+    assert t["status"] == "failed" and token not in t["error"], t
+    daemon.kill(signal.SIGTERM)
+    log = daemon.log.read_text()
+    assert "upstream refused token [redacted $DEPLOY_TOKEN]" in log, log
+    assert token not in log
