@@ -78,15 +78,22 @@ class Dispatcher:
 
     async def _one(self, thread_id: int, resumed: bool, scope: anyio.CancelScope) -> None:
         try:
+            failing: str | None = None  # when and why a save first failed
             with scope:
                 while True:
                     try:
                         await self.run(thread_id, resumed)
+                        if failing:
+                            # On a full disk the first report could not reach the log either.
+                            log.warning(
+                                "thread t%d: ran on after failing since %s", thread_id, failing
+                            )
                         return
                     except (StateError, OSError) as exc:
                         # A full disk or a locked database: what is saved is consistent
                         # (each entry commits alone), so resume from it once space returns,
                         # as a restarted daemon would. A person's cancel still stops it.
+                        failing = failing or f"{time.strftime('%H:%M:%S')}: {exc}"
                         log.error("thread t%d: %s; resuming in %gs", thread_id, exc, RETRY_S)
                         resumed = True
                         await anyio.sleep(RETRY_S)

@@ -94,7 +94,7 @@ class Store:
                 f"{self.path}: the state database stayed locked for {self.timeout:g}s "
                 "(another program holds a write lock); stop it and retry"
             )
-        if isinstance(exc, OperationalError) and "disk" in text:
+        if isinstance(exc, (OperationalError, sqlite3.OperationalError)) and "disk" in text:
             return StateError(f"{self.path}: cannot write the state database: {text}; free space")
         return StateError(
             f"{self.path}: the state database is unreadable ({text}); move it aside to start "

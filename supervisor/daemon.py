@@ -86,6 +86,7 @@ class Daemon:
         self.pending: dict[int, set[str]] = {}
         self.wake = anyio.Event()
         self.caught_up = anyio.Event()
+        self.failing: dict[int, str] = {}  # process id -> when and why its step first failed
         self.watch_scopes: dict[int, anyio.CancelScope] = {}
         self.inotify = Inotify()
         self.runs_wd = -1
@@ -214,7 +215,14 @@ class Daemon:
                 for pid, res in done:
                     if isinstance(res, Exception):
                         self._failed(pid, res)
-                    elif res is not None:
+                        continue
+                    if pid in self.failing:
+                        # Said again once it works: on a full disk the first report could not
+                        # be written to daemon.log either.
+                        log.warning(
+                            "process %d: saved again (failing since %s)", pid, self.failing.pop(pid)
+                        )
+                    if res is not None:
                         self._after(pid, res)
             self.caught_up.set()  # the first batch holds every process recovery found
 
@@ -238,6 +246,7 @@ class Daemon:
         # A full disk, a locked database, our bug: one process's trouble must not stop the
         # others. Its tracker may have moved past work that was never committed, so it is
         # rebuilt from the saved state, as after a crash.
+        self.failing.setdefault(pid, f"{time.strftime('%H:%M:%S')}: {exc}")
         if isinstance(exc, SuperviseError):
             log.error("process %d: %s; retrying in %gs", pid, exc, RETRY_S)
         else:

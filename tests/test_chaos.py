@@ -299,6 +299,9 @@ def test_a_full_disk_loses_no_fire_and_recovers(env: Env, daemon: Daemon) -> Non
         proc.rlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
     # Space is back: the daemon retries by itself (no new output needed), from the saved offset.
     wait_until(lambda: len(env.fires()) == 2, 10, "MARK 2 committed after the disk freed up")
+    # It says what happened (the report made while the disk was full could not be written).
+    log = daemon.log.read_text()
+    assert "saved again (failing since" in log and "free space" in log, log
     (env.work / "go2").touch()
     env.wait_state(pid, "exited", timeout=15)
     fires = wait_until(lambda: len(env.fires()) >= 3 and env.fires(), 15, "all fires")
@@ -341,6 +344,8 @@ def test_a_full_disk_during_a_thread_resumes_it_once(env: Env, daemon: Daemon) -
     assert t["status"] == "completed", t
     assert (env.work / "tool").read_text() == "t\n"  # never re-run
     assert any("resumed from the saved transcript" in str(e) for e in t["entries"]), t
+    log = daemon.log.read_text()
+    assert "t1: ran on after failing since" in log and "free space" in log, log
 
 
 def test_hostile_output_and_file_names_reach_hooks_and_tools_only_as_data(
