@@ -271,14 +271,18 @@ def latency(events: int = 100) -> dict[str, float]:
         stop.set()
         obs.join()
         written = [float(x.split()[1]) for x in home.cli("logs", str(pid)).splitlines()]
-        lat = sorted((seen[tid] - written[tid - 1]) * 1000 for tid in sorted(seen))
-        return {
-            "events": len(lat),
-            "p50_ms": statistics.median(lat),
-            "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))],
-        }
+        return _percentiles([(seen[tid] - written[tid - 1]) * 1000 for tid in sorted(seen)])
     finally:
         home.stop()
+
+
+def _percentiles(latencies_ms: list[float]) -> dict[str, float]:
+    lat = sorted(latencies_ms)
+    return {
+        "events": len(lat),
+        "p50_ms": statistics.median(lat),
+        "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))],
+    }
 
 
 def launch_many(home: Home, argvs: list[list[str]], hooks: Path | None = None) -> list[int]:
@@ -411,12 +415,7 @@ def exit_latency(events: int = 100) -> dict[str, float]:
             ended = json.loads((home.dir / "runs" / str(pid) / "exit.json").read_text())
             if pid in seen:
                 lat.append((seen[pid] - float(ended["ended_at"])) * 1000)
-        lat.sort()
-        return {
-            "events": len(lat),
-            "p50_ms": statistics.median(lat),
-            "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))],
-        }
+        return _percentiles(lat)
     finally:
         home.stop()
 
