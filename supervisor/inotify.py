@@ -3,7 +3,7 @@
 Why not watchfiles here: its Rust loop sleeps `step` ms between checks of its change set, so
 it is a poll at step granularity (step=5 ms cost ~1% CPU idle; step=50 ms adds 50-100 ms to
 every fire). A raw inotify fd awaited by the event loop costs nothing while idle and wakes
-within a millisecond. The CLI's `logs -f` still uses watchfiles, where that cost is moot.
+within a millisecond. The CLI's followers (follow.py) use it too.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ IN_DELETE_SELF = 0x00000400
 IN_Q_OVERFLOW = 0x00004000
 IN_IGNORED = 0x00008000
 IN_ONLYDIR = 0x01000000
+IN_ONESHOT = 0x80000000
 IN_ISDIR = 0x40000000
 IN_NONBLOCK = os.O_NONBLOCK
 IN_CLOEXEC = os.O_CLOEXEC
@@ -54,7 +55,11 @@ class Inotify:
 
     def add(self, path: str, mask: int) -> int:
         """Watch `path`; the watch is live when this returns."""
-        return _check(_libc.inotify_add_watch(self.fd, os.fsencode(path), mask), f"watch {path}")
+        # As unsigned: IN_ONESHOT is the sign bit of a C int.
+        return _check(
+            _libc.inotify_add_watch(self.fd, os.fsencode(path), ctypes.c_uint32(mask)),
+            f"watch {path}",
+        )
 
     def remove(self, wd: int) -> None:
         _libc.inotify_rm_watch(self.fd, wd)  # fails harmlessly if the kernel dropped it

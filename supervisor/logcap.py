@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_MAX_LOG_BYTES = 64 * 1024 * 1024
-_BLOCK = 4096
+BLOCK = 4096
 _PUNCH_HOLE, _KEEP_SIZE = 0x02, 0x01
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 _libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
@@ -40,7 +40,7 @@ def plan_punch(on_disk: int, scanned: int, punched: int, limit: int) -> Punch | 
     """Which scanned bytes to free, keeping about half the limit readable in output.log."""
     if limit <= 0 or on_disk <= limit:
         return None
-    end = (scanned - limit // 2) // _BLOCK * _BLOCK
+    end = (scanned - limit // 2) // BLOCK * BLOCK
     if end <= punched:
         return None
     return Punch(punched, end)

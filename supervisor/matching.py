@@ -21,6 +21,11 @@ from supervisor.tailing import MAX_LINE
 # One RE2 set pass over a buffer costs about fifteen single-pattern scans (measured on
 # the bench's 159 MB log: 0.33 s against 0.022 s per pattern), so below that scan each.
 _SET_ABOVE = 15
+# A small buffer (a few lines: what a coalesced read of a slow writer brings) is first tried
+# against all patterns in one alternation: ~1 us, against ~1 us per pattern scanned alone.
+# Above this size one scan per pattern wins again (RE2 skips ahead to a literal's first byte
+# in a single pattern, not in an alternation).
+_PREFILTER_BELOW = 4096
 _LINE_MODE = "(?m)"
 _LOOKAROUND = re.compile(r"\(\?<?[=!]|\\[1-9]")
 
@@ -73,6 +78,14 @@ class Matcher:
         self.patterns = list(patterns)
         self._compiled = [compile_pattern(p) for p in self.patterns]
         self._set: Any = None
+        self._any: Any = None
+        if len(self.patterns) > 1:
+            try:
+                self._any = re2.compile(
+                    b"|".join(b"(?:" + _line_mode(p) + b")" for p in self.patterns), _options()
+                )
+            except Exception:  # over RE2's memory budget: no prefilter, each pattern alone
+                self._any = None
         if len(self.patterns) > _SET_ABOVE:
             try:
                 s = re2.Set.SearchSet(_options())
@@ -91,6 +104,8 @@ class Matcher:
         """
         active = [i for i, b in enumerate(budget) if b > 0]
         if not active or not data:
+            return []
+        if self._any is not None and len(data) < _PREFILTER_BELOW and not self._any.search(data):
             return []
         if self._set is not None and len(active) > _SET_ABOVE:
             hit = set(self._set.Match(data) or ())

@@ -173,8 +173,11 @@ def _attach(paths: StatePaths, pid: int, shim: tuple[int | None, float | None]) 
     run = RunDir(paths.run_dir(pid))
     with contextlib.suppress(OSError):
         run.attached.touch()  # asks the daemon to touch `recorded` when it has committed
+    told: set[int] = set()
     try:
-        record = follow_output(run, sys.stdout.buffer, shim=shim)
+        record = follow_output(
+            run, sys.stdout.buffer, shim=shim, on_news=lambda: _report_threads(paths, pid, told)
+        )
     except KeyboardInterrupt:
         err(
             f"\nsupervise: detached; process {pid} keeps running "
@@ -186,7 +189,7 @@ def _attach(paths: StatePaths, pid: int, shim: tuple[int | None, float | None]) 
             f"supervise: the daemon has not recorded the end of process {pid} yet "
             f"(is it running? see {paths.daemon_log}); its hooks fire when it does"
         )
-    _report_threads(paths, pid)
+    _report_threads(paths, pid, told, final=True)
     if record is None:
         err(f"supervise: process {pid} was lost (its shim vanished without an exit record)")
         return 1
@@ -200,9 +203,22 @@ def _recorded(paths: StatePaths, pid: int) -> bool:
     return row is not None and row["state"] in ("exited", "lost")
 
 
-def _report_threads(paths: StatePaths, process_id: int) -> None:
+def _report_threads(
+    paths: StatePaths, process_id: int, told: set[int], *, final: bool = False
+) -> None:
+    """Name each thread the process's hooks spawned, once: as it happens (between output
+    lines, on stderr), and at the end those not named yet, or all with their status."""
     for t in Reader(paths.db).threads(process_id):
-        err(
-            f"supervise: hook {t['hook']} ({t['trigger']}) spawned thread t{t['id']} "
-            f"[{t['status']}]; supervise thread show t{t['id']}"
-        )
+        if t["id"] in told and not final:
+            continue
+        told.add(t["id"])
+        if final:
+            err(
+                f"supervise: hook {t['hook']} ({t['trigger']}) spawned thread t{t['id']} "
+                f"[{t['status']}]; supervise thread show t{t['id']}"
+            )
+        else:
+            err(
+                f"supervise: >>> hook {t['hook']} ({t['trigger']}) fired: thread t{t['id']} "
+                f"spawned; follow it with: supervise thread show t{t['id']} -f"
+            )

@@ -36,6 +36,7 @@ class Lines:
     data: bytes
     pos: TailPos
     restarted: str | None = None  # why reading went back to the file's start
+    more: bool = False  # `chunk` cut the read short: more was written before it began
 
     @property
     def empty(self) -> bool:
@@ -55,7 +56,9 @@ def head_hash(first: bytes) -> str | None:
 _HOLE_HEAD = head_hash(b"\0" * _HEAD_BYTES)
 
 
-def _check_same_file(fd: int, pos: TailPos) -> tuple[TailPos, str | None]:
+def _check_same_file(
+    fd: int, pos: TailPos, *, verify: bool
+) -> tuple[TailPos, str | None, os.stat_result]:
     st = os.fstat(fd)
     reason = None
     if pos.inode is not None and st.st_ino != pos.inode:
@@ -63,7 +66,8 @@ def _check_same_file(fd: int, pos: TailPos) -> tuple[TailPos, str | None]:
     elif st.st_size < pos.offset:
         reason = "truncated"
     elif (
-        pos.head is not None
+        verify
+        and pos.head is not None
         and pos.offset > 0
         and head_hash(os.pread(fd, _HEAD_BYTES, 0)) not in (pos.head, _HOLE_HEAD)
     ):
@@ -71,42 +75,90 @@ def _check_same_file(fd: int, pos: TailPos) -> tuple[TailPos, str | None]:
         # just before a crash that kept the new fingerprint from being saved: not a new file.
         reason = "rewritten"
     if reason is not None:
-        return TailPos(inode=st.st_ino), reason
+        return TailPos(inode=st.st_ino), reason, st
     if pos.inode is None:
         pos = replace(pos, inode=st.st_ino)
-    return pos, None
+    return pos, None, st
+
+
+class LogReader:
+    """output.log held open between reads: a read of nothing new costs one fstat.
+
+    `verify` (the default) also checks that the path still names the file held open and
+    that its first line is unchanged; the daemon asks for that on every step but the
+    coalesced output reads, where a truncation is still noticed (the size shrinks).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self.blocks = 0  # st_blocks at the last read: what the file occupies on disk
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _open(self, verify: bool) -> int | None:
+        if self._fd is not None and verify:
+            try:
+                if os.stat(self.path).st_ino != os.fstat(self._fd).st_ino:
+                    self.close()  # replaced: read the file the path names now
+            except FileNotFoundError:
+                self.close()
+        if self._fd is None:
+            try:
+                self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                return None
+        return self._fd
+
+    def read(
+        self,
+        pos: TailPos,
+        *,
+        final: bool,
+        chunk: int = READ_CHUNK,
+        skim: bool = False,
+        verify: bool = True,
+    ) -> Lines:
+        """Read the next whole lines after `pos` (at most about `chunk` bytes).
+
+        Args:
+            pos: where the previous read stopped.
+            final: the writer has ended, so a last line without a newline counts.
+            chunk: how much to read at once; bounds memory.
+            skim: nobody looks at the lines (no pattern is active): move to the end unread.
+            verify: also check the path and the file's head (see the class).
+
+        Returns:
+            The lines (possibly none) and the position after them.
+        """
+        fd = self._open(verify)
+        if fd is None:
+            return Lines(pos.offset, b"", pos)
+        pos, restarted, st = _check_same_file(fd, pos, verify=verify)
+        self.blocks = st.st_blocks
+        if pos.head is None:
+            pos = replace(pos, head=head_hash(os.pread(fd, _HEAD_BYTES, 0)))
+        size = st.st_size
+        if skim:
+            return Lines(size, b"", replace(pos, offset=size, skipping=False), restarted)
+        # Exactly what is there: a fixed large request would allocate it on every read.
+        data = os.pread(fd, min(chunk, size - pos.offset), pos.offset) if size > pos.offset else b""
+        lines = _cut_lines(data, pos, final=final, restarted=restarted)
+        return replace(lines, more=True) if size - pos.offset > chunk else lines
 
 
 def read_lines(
     path: Path, pos: TailPos, *, final: bool, chunk: int = READ_CHUNK, skim: bool = False
 ) -> Lines:
-    """Read the next whole lines after `pos` (at most about `chunk` bytes).
-
-    Args:
-        path: the output file.
-        pos: where the previous read stopped.
-        final: the writer has ended, so a last line without a newline counts.
-        chunk: how much to read at once; bounds memory.
-        skim: nobody looks at the lines (no pattern is active): move to the end unread.
-
-    Returns:
-        The lines (possibly none) and the position after them.
-    """
+    """`LogReader.read` on a file opened for this one read, with every check."""
+    reader = LogReader(path)
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return Lines(pos.offset, b"", pos)
-    try:
-        pos, restarted = _check_same_file(fd, pos)
-        if pos.head is None:
-            pos = replace(pos, head=head_hash(os.pread(fd, _HEAD_BYTES, 0)))
-        if skim:
-            size = os.fstat(fd).st_size
-            return Lines(size, b"", replace(pos, offset=size, skipping=False), restarted)
-        data = os.pread(fd, chunk, pos.offset)
+        return reader.read(pos, final=final, chunk=chunk, skim=skim)
     finally:
-        os.close(fd)
-    return _cut_lines(data, pos, final=final, restarted=restarted)
+        reader.close()
 
 
 def _cut_lines(data: bytes, pos: TailPos, *, final: bool, restarted: str | None) -> Lines:

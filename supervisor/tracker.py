@@ -22,10 +22,10 @@ from supervisor.firing import FireEvent, Outcome, commit_fires, load_counters
 from supervisor.hookspec import Hook, HookFile, OnExit, OnOutputMatch, OnTimeout
 from supervisor.identity import boot_id, is_same, start_time
 from supervisor.limits import Counter, scan_budget
-from supervisor.logcap import DEFAULT_MAX_LOG_BYTES, plan_punch, punch
+from supervisor.logcap import BLOCK, DEFAULT_MAX_LOG_BYTES, plan_punch, punch
 from supervisor.matching import Matcher
 from supervisor.rundir import ExitRecord, RunDir
-from supervisor.tailing import Lines, TailPos, read_lines, tail_lines
+from supervisor.tailing import Lines, LogReader, TailPos, tail_lines
 
 log = logging.getLogger("supervise.daemon")
 
@@ -39,6 +39,7 @@ class StepResult:
 
     ended: bool = False
     watch_pid: int | None = None  # a pid whose end we must hear about (pidfd)
+    launched: bool = False  # both pids are known: the run dir has nothing more to announce
     timeouts: list[tuple[str, float]] = field(default_factory=list)  # (hook, deadline)
     recheck_at: float | None = None  # look again then, even if nothing happens
     outcomes: list[Outcome] = field(default_factory=list)
@@ -73,6 +74,7 @@ class Tracker:
         self.shim_started = row.shim_started
         self.boot_id = row.boot_id
         self.pos = TailPos(row.log_offset, row.log_inode, row.log_head, row.log_skipping)
+        self.reader = LogReader(self.run.output)
         self.archived = row.log_archived
         self.saved_offset = row.log_offset
         self.punched = row.log_punched
@@ -108,7 +110,8 @@ class Tracker:
     def step(self, *, check_liveness: bool, timeouts_due: list[str] | None = None) -> StepResult:
         """Scan new output, and settle the process if it ended."""
         res = StepResult()
-        self._learn_pids()
+        if self._learn_pids():
+            check_liveness = True  # the first moment its end can be watched (a pidfd)
         record = self.run.read_exit()
         self._scan(final=record is not None, res=res)
         if record is not None:
@@ -131,17 +134,22 @@ class Tracker:
         if check_liveness:
             # Reading /proc for this costs more than the rest of a small step: only when asked.
             res.watch_pid = self.shim_pid if is_same(self.shim_pid, self.shim_started) else self.pid
+        res.launched = self.pid is not None and self.shim_pid is not None
         if not self.timeouts_armed:
             res.timeouts = self._pending_timeouts()
             self.timeouts_armed = True
         return res
 
-    def _learn_pids(self) -> None:
-        # A row still "starting" (the CLI has not written the pids yet): read the run dir.
+    def _learn_pids(self) -> bool:
+        """Read pids the row lacks (the CLI has not written them yet) from the run dir."""
+        learned = False
         if self.pid is None and (pid := self.run.read_pid("child")) is not None:
             self.pid, self.pid_started = pid, start_time(pid)
+            learned = True
         if self.shim_pid is None and (pid := self.run.read_pid("shim")) is not None:
             self.shim_pid, self.shim_started = pid, start_time(pid)
+            learned = True
+        return learned
 
     def _alive(self) -> bool:
         if self.boot_id != boot_id():
@@ -150,27 +158,46 @@ class Tracker:
             return self.clock() - self.started_at < STARTING_GRACE_S
         return is_same(self.shim_pid, self.shim_started) or is_same(self.pid, self.pid_started)
 
-    def _scan(self, *, final: bool, res: StepResult) -> None:
+    def read_output(self) -> StepResult:
+        """Scan what was written since the last read, and nothing else: the step for a
+        coalesced output event (the end, timeouts and liveness come by other events)."""
+        res = StepResult()
+        self._scan(final=False, res=res, verify=False)
+        return res
+
+    def close(self) -> None:
+        self.reader.close()
+
+    def _budget(self) -> list[int]:
+        return [scan_budget(self._counter(h), h.max_spawns) for h in self.match_hooks]
+
+    def _scan(self, *, final: bool, res: StepResult, verify: bool = True) -> None:
+        """Scan what was written before this scan began; what comes during it is the next
+        scan's (chasing the writer here made 60,000 reads of a few lines each)."""
         while True:
+            budget = self._budget()
             # No pattern left to look for: skip the bytes unread (the exit's tail reads the end).
-            skim = not any(scan_budget(self._counter(h), h.max_spawns) for h in self.match_hooks)
-            lines = read_lines(self.run.output, self.pos, final=final, skim=skim)
+            lines = self.reader.read(self.pos, final=final, skim=not any(budget), verify=verify)
             if lines.restarted:
                 log.warning(
                     "process %d: output.log was %s; reading it from its start",
                     self.id,
                     lines.restarted,
                 )
-            if lines.empty and lines.pos == self.pos:
+            if not lines.empty or lines.pos != self.pos:
+                self._commit_lines(lines, budget, res)
+            if not lines.more:
                 break
-            self._commit_lines(lines, res)
+            verify = False  # the rest of this read is the same file
         self._cap_log(res)
 
     def _cap_log(self, res: StepResult) -> None:
-        try:
-            on_disk = os.stat(self.run.output).st_blocks * 512
-        except FileNotFoundError:
+        # Nothing to free until the scanned bytes pass half the bound: skip the arithmetic.
+        if self.max_log_bytes <= 0 or self.pos.offset - self.max_log_bytes // 2 <= (
+            self.punched + BLOCK
+        ):
             return
+        on_disk = self.reader.blocks * 512
         plan = plan_punch(on_disk, self.pos.offset, self.punched, self.max_log_bytes)
         if plan is None:
             return
@@ -187,9 +214,8 @@ class Tracker:
         self.pos = replace(self.pos, head=None)
         self._commit([], res)
 
-    def _commit_lines(self, lines: Lines, res: StepResult) -> None:
+    def _commit_lines(self, lines: Lines, budget: list[int], res: StepResult) -> None:
         base = self.archived + (self.pos.offset if lines.restarted else 0)
-        budget = [scan_budget(self._counter(h), h.max_spawns) for h in self.match_hooks]
         now = self.clock()
         events = []
         for m in self.matcher.scan(lines.data, budget):
@@ -240,6 +266,10 @@ class Tracker:
         )
         self.saved_offset = pos.offset
         res.outcomes += outcomes
+        if any(o.recorded for o in outcomes):
+            # An attached `run` watches this file to name the thread as it happens.
+            with contextlib.suppress(OSError):
+                os.utime(self.run.attached)
 
     def _exited(self, record: ExitRecord, res: StepResult) -> None:
         events = []

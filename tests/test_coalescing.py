@@ -1,0 +1,149 @@
+"""Coalesced output reading: the writer is not taxed, nothing written is left unread.
+
+The end-to-end tests run a real daemon and read its inotify watches from /proc, the
+kernel's own account of what each write of the child would notify.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import Daemon, Env, match_hook, wait_until
+
+from supervisor.coalesce import DUTY, MAX_GAP_S, MIN_GAP_S, next_gap
+from supervisor.inotify import IN_MODIFY, IN_ONESHOT
+from supervisor.matching import Matcher
+from supervisor.tailing import LogReader, TailPos
+
+
+def test_gap_keeps_reading_to_its_share_of_a_core() -> None:
+    assert next_gap(0.0) == MIN_GAP_S  # a cheap batch: read again soon
+    assert next_gap(0.002) == pytest.approx(0.002 / DUTY)
+    assert next_gap(5.0) == MAX_GAP_S  # however costly, a line waits at most this long
+
+
+def test_a_read_stops_at_what_was_there_when_it_began(tmp_path: Path) -> None:
+    log = tmp_path / "out.log"
+    log.write_bytes(b"x" * 99 + b"\n")
+    reader = LogReader(log)
+    first = reader.read(TailPos(), final=False, chunk=40, verify=False)
+    assert first.more and first.pos.offset < 100
+    rest = reader.read(first.pos, final=False, chunk=1000, verify=False)
+    assert not rest.more and rest.pos.offset == 100
+    reader.close()
+
+
+def test_small_buffers_match_as_large_ones_do() -> None:
+    # Below a few KiB one alternation of all patterns screens the buffer first.
+    pats = ["ERROR", "^panic:", "(?i)warn", r"took \d+ms$", "a|b"]
+    m = Matcher(pats)
+    lines = [b"ok", b"ERROR x", b"panic: y", b"a panic: no", b"WARNing", b"took 12ms", b"zz"]
+    small = b"\n".join(lines) + b"\n"
+    big = small + b"filler line\n" * 2000
+    got_small = [(x.start, x.end, x.pattern) for x in m.scan(small, [9] * len(pats))]
+    got_big = [(x.start, x.end, x.pattern) for x in m.scan(big, [9] * len(pats))]
+    assert got_small == got_big[: len(got_small)] and len(got_small) == 6
+    assert m.scan(b"nothing here\n", [9] * len(pats)) == []
+
+
+def _watches(daemon_pid: int) -> list[tuple[int, int]]:
+    """(inode, mask) of every inotify watch the daemon holds, from /proc/PID/fdinfo."""
+    out = []
+    for fd in os.listdir(f"/proc/{daemon_pid}/fdinfo"):
+        try:
+            text = Path(f"/proc/{daemon_pid}/fdinfo/{fd}").read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith("inotify wd:"):
+                fields = dict(f.split(":", 1) for f in line.split()[1:])
+                out.append((int(fields["ino"], 16), int(fields["mask"], 16)))
+    return out
+
+
+def test_a_running_child_writes_unwatched(env: Env, daemon: Daemon) -> None:
+    hooks = env.write("h.json", json.dumps({"hooks": [match_hook("^MARK", "m")]}))
+    script = "import time\nwhile True:\n    print('tick', flush=True)\n    time.sleep(0.01)\n"
+    pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
+    run = env.home / "runs" / str(pid)
+    wait_until(lambda: (run / "output.log").stat().st_size > 100, 10, "output")
+    assert daemon.proc is not None
+    dir_ino, out_ino = run.stat().st_ino, (run / "output.log").stat().st_ino
+
+    def settled() -> bool:
+        # Once started, the run dir is not watched (a folder watch taxes every write of
+        # its files), and output.log only by one-shot watches.
+        w = _watches(daemon.proc.pid)  # type: ignore[union-attr]
+        return all(ino != dir_ino for ino, _ in w)
+
+    wait_until(settled, 10, "the run dir's watch removed")
+    for _ in range(20):
+        for ino, mask in _watches(daemon.proc.pid):
+            if ino == out_ino:
+                assert mask & IN_MODIFY and mask & IN_ONESHOT, hex(mask)
+        time.sleep(0.01)
+
+
+def test_every_line_fires_while_the_writer_runs(env: Env, daemon: Daemon) -> None:
+    # Lines at irregular short intervals, the last one followed by silence: a write that
+    # lands between a read and the watch armed again must not wait for the next write.
+    n = 40
+    body = {"limits": {"rate": "1000/second"}, "hooks": [match_hook("^MARK", "m", n)]}
+    hooks = env.write("h.json", json.dumps(body))
+    script = (
+        "import random, time\nrandom.seed(7)\n"
+        f"for i in range({n}):\n"
+        "    print('MARK', i, flush=True)\n"
+        "    time.sleep(random.choice([0, 0.001, 0.004, 0.013]))\n"
+        "time.sleep(60)\n"
+    )
+    pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
+    wait_until(lambda: len(env.fires()) == n, 15, f"{n} fires while the writer sleeps")
+    assert env.process(pid)["state"] == "running"
+    assert sorted(int(f["detail"].split()[1]) for f in env.fires()) == list(range(n))
+
+
+def test_an_attached_run_names_a_thread_while_the_child_runs(env: Env, daemon: Daemon) -> None:
+    body = {"hooks": [match_hook("deadlock", "dl")], "agent": {"model": "scripted:turns.yaml"}}
+    hooks = env.write("h.json", json.dumps(body))
+    env.write("turns.yaml", "- content: looked at it\n")
+    go = env.work / "go"
+    script = (
+        "import os, time\nprint('ERROR: deadlock detected', flush=True)\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.02)\n"
+        "print('after', flush=True)\n"
+    )
+    argv = ["run", "--hook", str(hooks), "--", sys.executable, "-c", script]
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", *argv],
+        env=env.env,
+        cwd=env.work,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert cli.stdout is not None
+    try:
+        seen = []
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            line = cli.stdout.readline()
+            seen.append(line)
+            if "spawned" in line:
+                break
+        # Named while the child still waits: the go file does not exist yet.
+        assert not go.exists()
+        assert seen[0] == "ERROR: deadlock detected\n", seen
+        assert "hook dl (on_output_match) fired: thread t1" in seen[-1], seen
+        go.touch()
+        rest = cli.communicate(timeout=15)[0]
+        assert rest.startswith("after\n") and cli.returncode == 0
+    finally:
+        if cli.poll() is None:
+            cli.kill()
