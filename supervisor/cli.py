@@ -83,6 +83,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="K=V",
         help="extra environment variable; repeatable",
     )
+    r.add_argument(
+        "--buffered",
+        action="store_true",
+        help="leave a Python child's stdout block-buffered (by default supervise sets "
+        "PYTHONUNBUFFERED=1 unless it is set, so each line and its hooks come when printed)",
+    )
     r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command")
 
     sub.add_parser(

@@ -44,6 +44,18 @@ class LaunchRequest:
     parent_thread_id: int | None = None
     parent_limits: Limits | None = None  # a thread's process: keep the strictest limits
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # Python block-buffers stdout to a file: its lines (and their hooks) would come 8 KiB
+    # at a time. PYTHONUNBUFFERED=1 unless the environment says otherwise; False drops it.
+    unbuffered: bool = True
+
+    def child_env(self) -> dict[str, str]:
+        """The environment the process starts with."""
+        env = dict(self.env)
+        if not self.unbuffered:
+            env.pop("PYTHONUNBUFFERED", None)
+        else:
+            env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
 
 
 def resolve_command(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> str:
@@ -140,6 +152,7 @@ def _spec(row: ProcessRow, req: LaunchRequest, hooks: HookFile) -> dict[str, Any
         "parent_thread_id": req.parent_thread_id,
         "started_at": row.started_at,
         "hooks": hooks.to_json(),
+        "unbuffered": req.unbuffered,
         **dict(req.extra),
     }
 
@@ -154,7 +167,7 @@ def _start_shim(run: RunDir, req: LaunchRequest) -> tuple[int, int]:
             stdout=log,
             stderr=log,
             cwd=req.cwd,
-            env=dict(req.env),
+            env=req.child_env(),
             start_new_session=True,  # no controlling terminal: closing it sends no SIGHUP
         )
     finally:

@@ -146,6 +146,7 @@ def cmd_run(args: argparse.Namespace, paths: StatePaths) -> int:
         hooks=hooks,
         name=args.name,
         env_keys=sorted(extra_env),
+        unbuffered=not args.buffered,
         # The CLI's SUPERVISE_MODEL (or settings file) is the fallback for this run's threads:
         # the daemon may have been started from another shell.
         extra={

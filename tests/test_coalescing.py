@@ -147,3 +147,34 @@ def test_an_attached_run_names_a_thread_while_the_child_runs(env: Env, daemon: D
     finally:
         if cli.poll() is None:
             cli.kill()
+
+
+def test_a_python_child_is_unbuffered_unless_asked(env: Env, daemon: Daemon) -> None:
+    # print() to a file is block-buffered: without PYTHONUNBUFFERED the line, and its hook,
+    # would wait for 8 KiB more output or the child's end.
+    hooks = env.write("h.json", json.dumps({"hooks": [match_hook("^MARK", "m")]}))
+    go = env.work / "go"
+    script = (
+        "import os, time\nprint('MARK', os.environ.get('PYTHONUNBUFFERED'))\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.02)\n"
+    )
+    env.extra["PYTHONUNBUFFERED"] = "1"  # as in many shells and images: --buffered drops it
+    env.extra.pop("PYTHONUNBUFFERED")
+    first = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
+    wait_until(lambda: len(env.fires()) == 1, 10, "the fire while the child runs")
+    assert env.fires()[0]["detail"] == "MARK 1"
+    env.extra["PYTHONUNBUFFERED"] = "1"
+    out = env.cli("run", "-d", "--json", "--buffered", "--hook", str(hooks), "--")
+    assert out.returncode == 2  # no command: nothing started
+    second = json.loads(
+        env.cli(
+            "run", "-d", "--json", "--buffered", "--hook", str(hooks), "--",
+            sys.executable, "-c", script, check=True,
+        ).stdout
+    )["id"]  # fmt: skip
+    time.sleep(1.0)
+    assert [f["process_id"] for f in env.fires()] == [first]  # still in the child's buffer
+    go.touch()
+    env.wait_state(second, "exited")
+    assert [f["detail"] for f in env.fires() if f["process_id"] == second] == ["MARK None"]
+    env.wait_state(first, "exited")
