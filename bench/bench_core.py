@@ -2,18 +2,22 @@
 prints the table. Each function starts its own daemon in a throwaway state dir and returns
 figures; nothing here fails on a slow machine.
 
-  chatty        a child prints N lines (~79 bytes each) with K on_output_match patterns: its
-                runtime supervised / writing to a plain file, the daemon's CPU seconds, and the
-                matcher's scan throughput beside `grep -E` with the same patterns, same file.
-  latency       100 matching lines 20 ms apart: line written -> thread row visible in SQLite.
-  exit_latency  100 processes ending 30 ms apart: exit -> thread row visible.
+  write_styles  a child prints N lines (~69 bytes: 2M lines = 139 MB) in one of three write
+                styles: one write per line (PYTHONUNBUFFERED=1, what most services do), Python's
+                default 8 KiB buffer, 1.6 MB per write. With 10 on_output_match patterns that
+                never match: its runtime supervised / writing to a plain file, in alternating
+                pairs each started after a `sync`, and the daemon's CPU seconds.
+  peer_styles   the same child and styles under supervisord (own venv) and pm2 (npm), paired
+                with plain runs the same way: its runtime ratio and the peer's CPU.
+  steady        K processes each printing R lines a second, one write per line, 5 patterns:
+                the daemon's share of a core over a window; the same programs under
+                supervisord; and, under that load, matching line -> thread row and process
+                exit -> thread row latencies.
   scale         K sleeping processes: shim private memory (USS), daemon RSS, daemon CPU while
                 idle, `supervise ps` wall time.
   recovery      SIGKILL the daemon with K processes, half end meanwhile: restart -> every
                 on_exit fire committed.
-  peers         the chatty child under supervisord (own venv) and pm2 (npm), paired with a
-                plain run each time.
-  growth        daemon CPU against output volume and against pattern count, one daemon.
+  patterns      daemon CPU against pattern count (1.6 MB writes, one daemon).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -51,19 +56,58 @@ PATTERNS = [
     "(?i)warning",
 ]
 
+# ~69 bytes a line: 2,000,000 lines are 139 MB, the workload of the issue that set the targets.
 CHILD = r"""
 import sys, time
-n = int(sys.argv[1]); out = sys.stdout.buffer
+n, style = int(sys.argv[1]), sys.argv[3]
+fmt = "2026-11-23T00:00:00.%06d INFO GET /api/v1/items 200 in 12ms %d"
 t = time.perf_counter()
-words = [b"INFO GET /api/v1/items 200 in 12ms cache hit"]
-chunk = []
-for i in range(n):
-    chunk.append(b"2026-11-23T00:00:00.%06d %s %d\n" % (i % 1000000, words[0], i))
-    if len(chunk) == 20000:
-        out.write(b"".join(chunk)); chunk.clear()
-out.write(b"".join(chunk)); out.flush()
+if style == "1.6MB":
+    out = sys.stdout.buffer
+    chunk = []
+    for i in range(n):
+        chunk.append(b"%s\n" % (fmt % (i % 1000000, i)).encode())
+        if len(chunk) == 20000:
+            out.write(b"".join(chunk))
+            chunk.clear()
+    out.write(b"".join(chunk))
+else:  # "line" (PYTHONUNBUFFERED=1: one write per print) or "8k" (block-buffered)
+    for i in range(n):
+        print(fmt % (i % 1000000, i))
+sys.stdout.flush()
 open(sys.argv[2], "w").write(str(time.perf_counter() - t))
 """
+
+# The write styles, as the tables name them.
+STYLES = {
+    "line": "one write per line (PYTHONUNBUFFERED=1)",
+    "8k": "Python's default 8 KiB buffer",
+    "1.6MB": "1.6 MB per write",
+}
+
+# A service that logs a line at a time, at `rate` lines a second (argv[1]).
+STEADY_CHILD = r"""
+import sys, time
+dt = 1.0 / float(sys.argv[1])
+t, i = time.monotonic(), 0
+while True:
+    i += 1
+    print("2026-11-23T00:00:00 INFO GET /api/v1/items 200 in 12ms %d" % i, flush=True)
+    t += dt
+    d = t - time.monotonic()
+    if d > 0:
+        time.sleep(d)
+    elif d < -1:
+        t = time.monotonic()  # fell behind (a busy machine): do not burst to catch up
+"""
+
+
+def style_env(base: dict[str, str], style: str) -> dict[str, str]:
+    """The environment a child of `style` runs with, plain or supervised alike."""
+    env = {k: v for k, v in base.items() if k != "PYTHONUNBUFFERED"}
+    if style == "line":
+        env["PYTHONUNBUFFERED"] = "1"
+    return env
 
 
 def cpu_seconds(pid: int) -> float:
@@ -99,10 +143,10 @@ class Home:
         out = self.cli("run", "-d", "--json", "--hook", str(hooks), "--", "true")
         self.wait_exited(json.loads(out)["id"])
 
-    def cli(self, *args: str) -> str:
+    def cli(self, *args: str, env: dict[str, str] | None = None) -> str:
         return subprocess.run(
             [sys.executable, "-m", "supervisor", *args],
-            env=self.env,
+            env=self.env if env is None else env,
             check=True,
             capture_output=True,
             text=True,
@@ -150,130 +194,167 @@ def grep_pattern(pattern: str) -> str:
     )
 
 
-def write_plain(work: Path, lines: int, *, keep: bool = False) -> float:
+def _child(work: Path) -> Path:
+    script = work / "child.py"
+    if not script.exists():
+        script.write_text(CHILD)
+    return script
+
+
+def plain_run(work: Path, lines: int, style: str, *, keep: Path | None = None) -> float:
     """The child's own runtime writing to a plain file: the baseline of every ratio.
 
-    The child's script is left in `work/child.py`; with `keep`, its output in `plain.log`.
+    Its output goes to a new file, removed after (kept as `keep` if given): a file system
+    filling with old runs makes each new file slower to write, so both sides start alike.
     """
-    script = work / "child.py"
-    script.write_text(CHILD)
-    plain_t = work / "plain.t"
-    os.sync()  # each child starts with no one else's dirty pages to write back
-    with open(work / "plain.log", "wb") as f:
+    out, t = work / "plain.log", work / "plain.t"
+    os.sync()  # no one else's dirty pages to write back meanwhile
+    with open(out, "wb") as f:
         subprocess.run(
-            [sys.executable, str(script), str(lines), str(plain_t)], stdout=f, check=True
+            [sys.executable, str(_child(work)), str(lines), str(t), style],
+            stdout=f,
+            env=style_env(dict(os.environ), style),
+            check=True,
         )
-    if not keep:
-        (work / "plain.log").unlink()
-    return float(plain_t.read_text())
+    if keep is not None:
+        out.rename(keep)
+    else:
+        out.unlink()
+    return float(t.read_text())
 
 
-def chatty(lines: int, npat: int, max_log_bytes: int | None = None) -> dict[str, float]:
+def supervised_run(home: Home, work: Path, lines: int, style: str, hooks: Path) -> dict[str, float]:
+    """The same child under `supervise run -d`: its runtime and the daemon's CPU seconds."""
+    assert home.daemon is not None
+    t = work / "sup.t"
+    os.sync()
+    cpu0 = cpu_seconds(home.daemon.pid)
+    buffered = ["--buffered"] if style != "line" else []
+    out = home.cli(
+        "run", "-d", "--json", "--hook", str(hooks), *buffered, "--",
+        sys.executable, str(_child(work)), str(lines), str(t), style,
+        env=style_env(home.env, style),
+    )  # fmt: skip
+    pid = json.loads(out)["id"]
+    home.wait_exited(pid)
+    cpu = cpu_seconds(home.daemon.pid) - cpu0
+    run = home.dir / "runs" / str(pid)
+    size = (run / "output.log").stat().st_size
+    for name in ("output.log", "output.log.1"):  # as the plain run's file: gone after
+        (run / name).unlink(missing_ok=True)
+    return {"child_s": float(t.read_text()), "daemon_cpu_s": cpu, "mb": size / 1e6}
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def write_styles(lines: int, pairs: int, npat: int = 10) -> dict[str, dict[str, Any]]:
+    """Each write style in `pairs` alternating pairs (plain first, then supervised first),
+    one daemon for all. Per style: the child's ratio and the daemon's CPU (median, min, max)."""
     home = Home()
-    if max_log_bytes is not None:
-        home.env["SUPERVISE_MAX_LOG_BYTES"] = str(max_log_bytes)
     try:
         work = home.dir / "work"
         work.mkdir()
-        plain_s = write_plain(work, lines, keep=True)
-        script = work / "child.py"
-        pats = (PATTERNS * 10)[:npat]
-        hooks = hooks_file(work, pats)
-        dpid = home.start()
+        hooks = hooks_file(work, (PATTERNS * 10)[:npat])
+        home.start()
         home.warm_up(hooks)
-        os.sync()
-        cpu0 = cpu_seconds(dpid)
-        sup_t = work / "sup.t"
-        out = home.cli(
-            "run",
-            "-d",
-            "--json",
-            "--hook",
-            str(hooks),
-            "--",
-            sys.executable,
-            str(script),
-            str(lines),
-            str(sup_t),
-        )
-        home.wait_exited(json.loads(out)["id"])
-        daemon_cpu = cpu_seconds(dpid) - cpu0
-        log = work / "plain.log"
-        size = log.stat().st_size
-        from supervisor.matching import Matcher
-
-        data = log.read_bytes()
-        t = time.perf_counter()
-        Matcher(pats).scan(data, [1] * len(pats))
-        scan_s = time.perf_counter() - t
-        t = time.perf_counter()
-        subprocess.run(
-            ["grep", "-cE", "|".join(grep_pattern(p) for p in pats), str(log)],
-            stdout=subprocess.DEVNULL,
-        )
-        grep_s = time.perf_counter() - t
-        return {
-            "patterns": npat,
-            "mb": size / 1e6,
-            "child_plain_s": plain_s,
-            "child_supervised_s": float(sup_t.read_text()),
-            "daemon_cpu_s": daemon_cpu,
-            "scan_mb_s": size / 1e6 / scan_s,
-            "grep_mb_s": size / 1e6 / grep_s,
-        }
+        got: dict[str, dict[str, Any]] = {}
+        for style in STYLES:
+            ratios, cpus, mb = [], [], 0.0
+            for k in range(pairs):
+                if k % 2 == 0:
+                    plain = plain_run(work, lines, style)
+                    sup = supervised_run(home, work, lines, style, hooks)
+                else:
+                    sup = supervised_run(home, work, lines, style, hooks)
+                    plain = plain_run(work, lines, style)
+                ratios.append(sup["child_s"] / plain)
+                cpus.append(sup["daemon_cpu_s"])
+                mb = sup["mb"]
+            got[style] = {
+                "patterns": npat,
+                "mb": mb,
+                "pairs": pairs,
+                "child_ratio": _spread(ratios),
+                "daemon_cpu_s": _spread(cpus),
+            }
+        return got
     finally:
         home.stop()
 
 
-def latency(events: int = 100) -> dict[str, float]:
-    home = Home()
-    try:
-        work = home.dir
-        hooks = work / "lat.json"
-        hooks.write_text(
-            json.dumps(
-                {
-                    "limits": {"rate": "100000/second"},
-                    "hooks": [
-                        {
-                            "name": "ev",
-                            "on_output_match": {"pattern": "^EVENT"},
-                            "instructions": "x",
-                            "max_spawns": events,
-                        }
-                    ],
-                }
-            )
-        )
-        home.start()
-        seen: dict[int, float] = {}
-        stop = threading.Event()
-
-        def observe() -> None:
-            c = sqlite3.connect(work / "state.db")
-            while not stop.is_set():
-                for (tid,) in c.execute("select id from thread"):
-                    seen.setdefault(tid, time.time())
-                time.sleep(0.0005)
-
-        child = (
-            f"import time\nfor i in range({events}):\n"
-            "    print('EVENT', repr(time.time()), flush=True)\n    time.sleep(0.02)\n"
-        )
-        obs = threading.Thread(target=observe, daemon=True)
-        obs.start()
-        out = home.cli(
-            "run", "-d", "--json", "--hook", str(hooks), "--", sys.executable, "-c", child
-        )
-        pid = json.loads(out)["id"]
+def latency_probe(home: Home, events: int, gap_s: float = 0.05) -> dict[str, float]:
+    """`events` matching lines `gap_s` apart from one more process, while whatever else runs
+    on `home` goes on: line written -> thread row visible in SQLite."""
+    body = {
+        "limits": {"rate": "100000/second"},
+        "hooks": [
+            {
+                "name": "ev",
+                "on_output_match": {"pattern": "^EVENT"},
+                "instructions": "x",
+                "max_spawns": events,
+            }
+        ],
+    }
+    hooks = home.dir / "lat.json"
+    hooks.write_text(json.dumps(body))
+    child = (
+        f"import time\nfor i in range({events}):\n"
+        "    print('EVENT', repr(time.time()), flush=True)\n"
+        f"    time.sleep({gap_s})\n"
+    )
+    with _ThreadRows(home, "id") as seen:
+        (pid,) = launch_many(home, [[sys.executable, "-c", child]], hooks)
         home.wait_exited(pid)
         time.sleep(0.2)
-        stop.set()
-        obs.join()
-        written = [float(x.split()[1]) for x in home.cli("logs", str(pid)).splitlines()]
-        return _percentiles([(seen[tid] - written[tid - 1]) * 1000 for tid in sorted(seen)])
-    finally:
-        home.stop()
+    lines = (home.dir / "runs" / str(pid) / "output.log").read_text().splitlines()
+    written = [float(x.split()[1]) for x in lines]
+    first = min(seen) if seen else 0
+    return _percentiles([(seen[t] - written[t - first]) * 1000 for t in sorted(seen)])
+
+
+def exit_probe(home: Home, events: int, gap_s: float = 0.03) -> dict[str, float]:
+    """`events` processes ending `gap_s` apart: exit (the shim's record) -> thread row."""
+    hooks = exit_hooks(home)
+    with _ThreadRows(home, "process_id") as seen:
+        ids = launch_many(home, [["sleep", f"{1 + i * gap_s:.3f}"] for i in range(events)], hooks)
+        for pid in ids:
+            home.wait_exited(pid)
+        time.sleep(0.2)
+    lat = []
+    for pid in ids:
+        ended = json.loads((home.dir / "runs" / str(pid) / "exit.json").read_text())
+        if pid in seen:
+            lat.append((seen[pid] - float(ended["ended_at"])) * 1000)
+    return _percentiles(lat)
+
+
+class _ThreadRows:
+    """Notes when each thread row (by `key`) first appears, polling SQLite every 0.5 ms in
+    a thread of the bench (the product never polls)."""
+
+    def __init__(self, home: Home, key: str) -> None:
+        self.db, self.key = home.dir / "state.db", key
+        self.seen: dict[int, float] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._observe, daemon=True)
+
+    def _observe(self) -> None:
+        c = sqlite3.connect(self.db)
+        while not self.stop.is_set():
+            for (k,) in c.execute(f"select {self.key} from thread"):
+                self.seen.setdefault(k, time.time())
+            time.sleep(0.0005)
+
+    def __enter__(self) -> dict[int, float]:
+        self.thread.start()
+        return self.seen
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
 
 
 def _percentiles(latencies_ms: list[float]) -> dict[str, float]:
@@ -386,40 +467,6 @@ def recovery(count: int) -> dict[str, float]:
         home.stop()
 
 
-def exit_latency(events: int = 100) -> dict[str, float]:
-    """`events` processes ending 30 ms apart: exit (the shim's record) -> thread row visible."""
-    home = Home()
-    try:
-        hooks = exit_hooks(home)
-        home.start()
-        seen: dict[int, float] = {}
-        stop = threading.Event()
-
-        def observe() -> None:
-            c = sqlite3.connect(home.dir / "state.db")
-            while not stop.is_set():
-                for (proc,) in c.execute("select process_id from thread"):
-                    seen.setdefault(proc, time.time())
-                time.sleep(0.0005)
-
-        obs = threading.Thread(target=observe, daemon=True)
-        obs.start()
-        ids = launch_many(home, [["sleep", f"{1 + i * 0.03:.2f}"] for i in range(events)], hooks)
-        for pid in ids:
-            home.wait_exited(pid)
-        time.sleep(0.2)
-        stop.set()
-        obs.join()
-        lat = []
-        for pid in ids:
-            ended = json.loads((home.dir / "runs" / str(pid) / "exit.json").read_text())
-            if pid in seen:
-                lat.append((seen[pid] - float(ended["ended_at"])) * 1000)
-        return _percentiles(lat)
-    finally:
-        home.stop()
-
-
 def _wait_file(path: Path, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists() and time.monotonic() < deadline:
@@ -506,45 +553,115 @@ def supervisord_scale(count: int) -> dict[str, float] | str:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def supervisord_peer(lines: int, runs: int) -> dict[str, float] | str:
-    """The chatty child under supervisord. Each run is paired with a plain run just before
-    it. Returns why not, if it cannot run."""
+def _supervisord_conf(work: Path, programs: str, *, autostart: bool = True) -> Path:
+    conf = work / "supervisord.conf"
+    conf.write_text(
+        f"[supervisord]\nnodaemon=true\nlogfile={work}/sd.log\npidfile={work}/sd.pid\n"
+        "minfds=4096\n"
+        f"[unix_http_server]\nfile={work}/sd.sock\n"
+        "[rpcinterface:supervisor]\n"
+        "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface\n"
+        f"[supervisorctl]\nserverurl=unix://{work}/sd.sock\n{programs}"
+    )
+    return conf
+
+
+class _Supervisord:
+    """A supervisord with its own config, started, up, and stopped on exit."""
+
+    def __init__(self, bin_dir: Path, conf: Path) -> None:
+        self.bin_dir, self.conf = bin_dir, conf
+        env = _peer_env()
+        env.pop("PYTHONUNBUFFERED", None)  # programs set it themselves, per style
+        self.proc = subprocess.Popen(
+            [str(bin_dir / "supervisord"), "-c", str(conf)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        deadline = time.monotonic() + 60
+        while "refused" in self.ctl("status") or "no such file" in self.ctl("status"):
+            if time.monotonic() > deadline:
+                raise SystemExit("supervisord did not come up")
+            time.sleep(0.1)
+
+    def ctl(self, *args: str) -> str:
+        r = subprocess.run(
+            [str(self.bin_dir / "supervisorctl"), "-c", str(self.conf), *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=_peer_env(),
+        )
+        return r.stdout + r.stderr
+
+    def close(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def _peer_pairs(
+    pairs: int, work: Path, lines: int, style: str, run_peer: Callable[[], float]
+) -> list[float]:
+    ratios = []
+    for k in range(pairs):
+        if k % 2 == 0:
+            plain = plain_run(work, lines, style)
+            peer = run_peer()
+        else:
+            peer = run_peer()
+            plain = plain_run(work, lines, style)
+        ratios.append(peer / plain)
+    return ratios
+
+
+def supervisord_styles(lines: int, pairs: int) -> dict[str, dict[str, Any]] | str:
+    """The write-styles child under supervisord (no patterns: it has none), in alternating
+    pairs: the child's ratio and supervisord's CPU seconds per run. Or why it cannot run."""
     bin_dir = _supervisord_bin()
     if isinstance(bin_dir, str):
         return bin_dir
-    ratios, cpus = [], []
-    for _ in range(runs):
-        work = Path(tempfile.mkdtemp(prefix="supervisord-bench-"))
-        try:
-            plain = write_plain(work, lines)
-            conf = work / "supervisord.conf"
-            conf.write_text(
-                f"[supervisord]\nnodaemon=true\nlogfile={work}/sd.log\npidfile={work}/sd.pid\n"
-                f"[unix_http_server]\nfile={work}/sd.sock\n"
-                f"[program:chatty]\ncommand={sys.executable} {work}/child.py {lines} {work}/sd.t\n"
-                f"autorestart=false\nstartsecs=0\nstdout_logfile={work}/out.log\n"
-                "stdout_logfile_maxbytes=0\nredirect_stderr=true\n"
+    got: dict[str, dict[str, Any]] = {}
+    work = Path(tempfile.mkdtemp(prefix="supervisord-bench-"))
+    try:
+        for style in STYLES:
+            env = 'environment=PYTHONUNBUFFERED="1"\n' if style == "line" else ""
+            conf = _supervisord_conf(
+                work,
+                f"[program:chatty]\ncommand={sys.executable} {_child(work)} {lines} "
+                f"{work}/sd.t {style}\nautostart=false\nautorestart=false\nstartsecs=0\n"
+                f"stdout_logfile={work}/out.log\nstdout_logfile_maxbytes=0\n"
+                f"redirect_stderr=true\n{env}",
             )
-            os.sync()
-            sd = subprocess.Popen(
-                [str(bin_dir / "supervisord"), "-c", str(conf)],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                env=_peer_env(),
-            )
-            _wait_file(work / "sd.t")
-            time.sleep(1.0)  # let supervisord drain the pipe
-            cpus.append(cpu_seconds(sd.pid))
-            sd.send_signal(signal.SIGTERM)
-            sd.wait(30)
-            ratios.append(float((work / "sd.t").read_text()) / plain)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    return {"child_ratio": statistics.median(ratios), "cpu_s": statistics.median(cpus)}
+            sd = _Supervisord(bin_dir, conf)
+            cpus: list[float] = []
+
+            def one(sd: _Supervisord = sd, cpus: list[float] = cpus) -> float:
+                (work / "sd.t").unlink(missing_ok=True)
+                (work / "out.log").unlink(missing_ok=True)
+                os.sync()
+                cpu0 = cpu_seconds(sd.proc.pid)
+                sd.ctl("start", "chatty")
+                _wait_file(work / "sd.t")
+                time.sleep(1.0)  # let it drain the pipe
+                cpus.append(cpu_seconds(sd.proc.pid) - cpu0)
+                return float((work / "sd.t").read_text())
+
+            try:
+                ratios = _peer_pairs(pairs, work, lines, style, one)
+            finally:
+                sd.close()
+            got[style] = {"child_ratio": _spread(ratios), "cpu_s": _spread(cpus)}
+        return got
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
-def pm2_peer(lines: int, runs: int) -> dict[str, float] | str:
-    """The chatty child under pm2, installed with npm into a cache folder, if npm is here."""
+def pm2_styles(lines: int, pairs: int) -> dict[str, dict[str, Any]] | str:
+    """The write-styles child under pm2 (npm-installed into a cache folder), likewise."""
     npm = shutil.which("npm")
     if npm is None:
         return "npm not found"
@@ -558,80 +675,140 @@ def pm2_peer(lines: int, runs: int) -> dict[str, float] | str:
         )
         if r.returncode:
             return "npm install pm2 failed (no package registry?)"
-    ratios, cpus = [], []
-    for _ in range(runs):
-        work = Path(tempfile.mkdtemp(prefix="pm2-bench-"))
-        env = {**os.environ, "PM2_HOME": str(work / "pm2home")}
+    got: dict[str, dict[str, Any]] = {}
+    work = Path(tempfile.mkdtemp(prefix="pm2-bench-"))
+    env = {**os.environ, "PM2_HOME": str(work / "pm2home")}
+    try:
+        subprocess.run([str(pm2), "ping"], env=env, capture_output=True, check=True)
+        god = int((work / "pm2home" / "pm2.pid").read_text())
+        for style in STYLES:
+            cpus: list[float] = []
+
+            def one(style: str = style, cpus: list[float] = cpus) -> float:
+                (work / "pm2.t").unlink(missing_ok=True)
+                os.sync()
+                cpu0 = cpu_seconds(god)
+                subprocess.run(
+                    [
+                        *(str(pm2), "start", str(_child(work)), "--name", "chatty"),
+                        *("--interpreter", sys.executable, "--no-autorestart"),
+                        *("-o", str(work / "out.log"), "-e", str(work / "err.log")),
+                        *("--", str(lines), str(work / "pm2.t"), style),
+                    ],
+                    env=style_env(env, style),
+                    capture_output=True,
+                    check=True,
+                )
+                _wait_file(work / "pm2.t")
+                time.sleep(1.0)  # let pm2 drain the pipe
+                cpus.append(cpu_seconds(god) - cpu0)
+                subprocess.run([str(pm2), "delete", "chatty"], env=env, capture_output=True)
+                (work / "out.log").unlink(missing_ok=True)
+                return float((work / "pm2.t").read_text())
+
+            ratios = _peer_pairs(pairs, work, lines, style, one)
+            got[style] = {"child_ratio": _spread(ratios), "cpu_s": _spread(cpus)}
+        return got
+    finally:
+        subprocess.run([str(pm2), "kill"], env=env, capture_output=True, check=False)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _steady_script(folder: Path) -> Path:
+    script = folder / "steady.py"
+    script.write_text(STEADY_CHILD)
+    return script
+
+
+def steady(
+    procs: int, rate: float, seconds: float, *, npat: int = 5, probes: int = 0
+) -> dict[str, float]:
+    """`procs` processes at `rate` lines/s each, one write per line, `npat` patterns that
+    never match: the daemon's CPU over `seconds` (as % of one core), then, with `probes`,
+    line and exit latencies measured while the load goes on."""
+    home = Home()
+    try:
+        dpid = home.start()
+        work = home.dir / "work"
+        work.mkdir()
+        hooks = hooks_file(work, PATTERNS[:npat])
+        script = _steady_script(work)
+        launch_many(home, [[sys.executable, str(script), str(rate)]] * procs, hooks)
+        time.sleep(3.0)  # every child started and writing
+        cpu0, t0 = cpu_seconds(dpid), time.monotonic()
+        time.sleep(seconds)
+        pct = (cpu_seconds(dpid) - cpu0) / (time.monotonic() - t0) * 100
+        got: dict[str, Any] = {"processes": procs, "lines_per_s": rate, "daemon_core_pct": pct}
+        got["daemon_rss_mib"] = psutil.Process(dpid).memory_info().rss / 2**20
+        if probes:
+            got["line_latency"] = latency_probe(home, probes)
+            got["exit_latency"] = exit_probe(home, probes)
+        return got
+    finally:
+        home.stop()
+
+
+def supervisord_steady(procs: int, rate: float, seconds: float) -> dict[str, float] | str:
+    """The same programs under supervisord, each to its own log file: its CPU share."""
+    bin_dir = _supervisord_bin()
+    if isinstance(bin_dir, str):
+        return bin_dir
+    work = Path(tempfile.mkdtemp(prefix="supervisord-steady-"))
+    try:
+        script = _steady_script(work)
+        programs = "".join(
+            f"[program:w{i}]\ncommand={sys.executable} {script} {rate}\nautorestart=false\n"
+            f"startsecs=0\nstdout_logfile={work}/w{i}.log\nstdout_logfile_maxbytes=0\n"
+            "redirect_stderr=true\n"
+            for i in range(procs)
+        )
+        sd = _Supervisord(bin_dir, _supervisord_conf(work, programs))
         try:
-            plain = write_plain(work, lines)
-            os.sync()
-            subprocess.run(
-                [
-                    *(str(pm2), "start", str(work / "child.py"), "--name", "chatty"),
-                    *("--interpreter", sys.executable, "--no-autorestart"),
-                    *("-o", str(work / "out.log"), "-e", str(work / "err.log")),
-                    *("--", str(lines), str(work / "pm2.t")),
-                ],
-                env=env,
-                capture_output=True,
-                check=True,
-            )
-            _wait_file(work / "pm2.t")
-            time.sleep(1.0)  # let pm2 drain the pipe
-            god = int((work / "pm2home" / "pm2.pid").read_text())
-            cpus.append(cpu_seconds(god))
-            ratios.append(float((work / "pm2.t").read_text()) / plain)
+            deadline = time.monotonic() + 60
+            while sd.ctl("status").count("RUNNING") < procs and time.monotonic() < deadline:
+                time.sleep(0.5)
+            time.sleep(3.0)
+            cpu0, t0 = cpu_seconds(sd.proc.pid), time.monotonic()
+            time.sleep(seconds)
+            pct = (cpu_seconds(sd.proc.pid) - cpu0) / (time.monotonic() - t0) * 100
+            return {"processes": procs, "lines_per_s": rate, "core_pct": pct}
         finally:
-            subprocess.run([str(pm2), "kill"], env=env, capture_output=True, check=False)
-            shutil.rmtree(work, ignore_errors=True)
-    return {"child_ratio": statistics.median(ratios), "cpu_s": statistics.median(cpus)}
+            sd.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
-def growth(
-    volumes: list[int], pattern_counts: list[int], base_lines: int, runs: int
-) -> dict[str, list[dict[str, float]]]:
-    """Daemon CPU against output volume (10 patterns) and against pattern count.
-
-    One daemon for the whole series; each point is the median CPU delta of `runs` children.
-    """
+def patterns(lines: int, counts: list[int], runs: int) -> dict[str, Any]:
+    """Daemon CPU against pattern count (1.6 MB writes), one daemon; and the matcher's scan
+    rate beside `grep -E` with the same 10 patterns on the same file."""
     home = Home()
     try:
         work = home.dir / "work"
         work.mkdir()
-        script = work / "child.py"
-        script.write_text(CHILD)
-        dpid = home.start()
+        home.start()
         home.warm_up(hooks_file(work, PATTERNS[:1]))
-
-        def point(lines: int, npat: int) -> float:
-            folder = work / f"h{npat}"
-            folder.mkdir(exist_ok=True)
-            hooks = hooks_file(folder, (PATTERNS * 10)[:npat])
-            cpus = []
-            for _ in range(runs):
-                cpu0 = cpu_seconds(dpid)
-                out = home.cli(
-                    "run", "-d", "--json", "--hook", str(hooks), "--", sys.executable,
-                    str(script), str(lines), str(work / "t"),
-                )  # fmt: skip
-                home.wait_exited(json.loads(out)["id"])
-                cpus.append(cpu_seconds(dpid) - cpu0)
-            return statistics.median(cpus)
-
-        mb_per_line = 158.88889 / 2_000_000
-        return {
-            "by_volume": [
-                {"mb": n * mb_per_line, "patterns": 10, "daemon_cpu_s": point(n, 10)}
-                for n in volumes
-            ],
-            "by_patterns": [
+        by_count = []
+        for k in counts:
+            folder = work / f"h{k}"
+            folder.mkdir()
+            hooks = hooks_file(folder, (PATTERNS * 10)[:k])
+            done = [supervised_run(home, work, lines, "1.6MB", hooks) for _ in range(runs)]
+            by_count.append(
                 {
-                    "mb": base_lines * mb_per_line,
                     "patterns": k,
-                    "daemon_cpu_s": point(base_lines, k),
+                    "mb": done[0]["mb"],
+                    "daemon_cpu_s": statistics.median(d["daemon_cpu_s"] for d in done),
                 }
-                for k in pattern_counts
-            ],
-        }
+            )
+        log = work / "kept.log"
+        plain_run(work, lines, "1.6MB", keep=log)
+        from supervisor.matching import Matcher
+
+        data = log.read_bytes()
+        scan_s = _timed(lambda: Matcher(PATTERNS).scan(data, [1] * len(PATTERNS)))
+        grep = ["grep", "-cE", "|".join(grep_pattern(p) for p in PATTERNS), str(log)]
+        grep_s = _timed(lambda: subprocess.run(grep, stdout=subprocess.DEVNULL, check=False))
+        mb = len(data) / 1e6
+        return {"by_count": by_count, "scan_mb_s": mb / scan_s, "grep_mb_s": mb / grep_s}
     finally:
         home.stop()

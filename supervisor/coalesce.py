@@ -9,7 +9,7 @@ how late a matching line can fire.
 
 from __future__ import annotations
 
-MIN_GAP_S = 0.01
+MIN_GAP_S = 0.02  # a busy process's line waits 10 ms on average, 20 at most
 MAX_GAP_S = 0.1
 DUTY = 0.05  # the share of a core that reading busy output may take
 

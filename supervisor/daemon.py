@@ -8,10 +8,14 @@ Output is read in coalesced batches, because a watch costs the writer: with an I
 watch on output.log (or any inotify watch on its folder) every write() of the child pays
 the kernel's notification, and a child that writes a line at a time ran 1.5x slower with
 nobody even reading the events (bench/). So a run dir is watched only until its process has
-started, and output.log gets a one-shot IN_MODIFY watch, armed again just before each read:
-the first write after a read costs the writer one event, the rest nothing. Reads of all
-processes with news are then batched no more often than `coalesce.next_gap` allows, which
-keeps the daemon's share of a core small however many processes write.
+started, and output.log is in one of two states:
+- busy: the last read found new bytes. No watch at all; the next output batch reads it again.
+- idle: the last read found nothing. A one-shot IN_MODIFY watch is armed, then the file is
+  read once more (a write may have come between); the first write after that costs the
+  writer one event and makes the process busy again.
+Output batches start no sooner than `coalesce.next_gap` after the last one ended, which
+keeps the daemon's share of a core small however many processes write; a quiet daemon has
+every process idle and does nothing.
 """
 
 from __future__ import annotations
@@ -110,6 +114,8 @@ class Daemon:
         self.outputs = Inotify()  # one-shot watches on output.log, read in batches
         self.out_wd: dict[int, int] = {}  # process id -> its armed (unfired) output watch
         self.out_wd_pid: dict[int, int] = {}
+        self.output_paths: dict[int, str] = {}
+        self.busy: set[int] = set()  # read again in the next output batch (see the docstring)
         self.output_ready = False
         self.output_drained = anyio.Event()
         self.output_due = 0.0  # monotonic time before which output is not read again
@@ -193,16 +199,25 @@ class Daemon:
             self.wd_pid.pop(wd, None)
             self.inotify.remove(wd)
 
-    def _arm_output(self, pid: int) -> None:
-        """Watch output.log for its next write (once), before its new bytes are read."""
+    def _arm_output(self, pid: int) -> bool:
+        """Watch output.log for its next write (once); False if it is not there yet."""
         if pid in self.out_wd:
-            return  # armed, and nothing was written since
+            return True  # armed, and nothing was written since
+        path = self.output_paths.get(pid)
+        if path is None:
+            path = self.output_paths[pid] = str(self.paths.run_dir(pid) / "output.log")
         try:
-            wd = self.outputs.add(str(self.paths.run_dir(pid) / "output.log"), OUTPUT_EVENTS)
+            wd = self.outputs.add(path, OUTPUT_EVENTS)
         except OSError:
-            return  # not created yet: the run dir's watch brings us back
+            return False  # not created yet: the run dir's watch brings us back
         self.out_wd[pid] = wd
         self.out_wd_pid[wd] = pid
+        return True
+
+    def _settle_output(self, pid: int, res: StepResult) -> None:
+        """After a read: busy if it found bytes; else idle, which a last read confirms."""
+        if res.read_output or (pid not in self.out_wd and self._arm_output(pid)):
+            self.busy.add(pid)
 
     def _disarm_output(self, pid: int) -> None:
         wd = self.out_wd.pop(pid, None)
@@ -219,28 +234,31 @@ class Daemon:
             await self.output_drained.wait()
             self.output_drained = anyio.Event()
 
-    def _drain_outputs(self) -> bool:
-        """Queue an output step for each process written to; whether there was any."""
+    def _output_waits(self) -> bool:
+        return self.output_ready or bool(self.busy)
+
+    def _take_outputs(self, batch: dict[int, set[str]]) -> None:
+        """Add an output read for each busy process and each one written to since its watch
+        was armed."""
+        for pid in self.busy:
+            batch.setdefault(pid, set()).add(OUTPUT)
+        self.busy = set()
         if not self.output_ready:
-            return False
+            return
         self.output_ready = False
-        got = False
         for ev in self.outputs.read():
             if ev.mask & IN_Q_OVERFLOW:
                 log.warning("inotify queue overflowed; reading every tracked process's output")
                 self.out_wd.clear()
                 for tracked in self.trackers:
-                    self.pending.setdefault(tracked, set()).add(OUTPUT)
-                got = True
+                    batch.setdefault(tracked, set()).add(OUTPUT)
             elif ev.mask & IN_IGNORED:
                 self.out_wd_pid.pop(ev.wd, None)  # the one-shot watch is gone
             elif (owner := self.out_wd_pid.get(ev.wd)) is not None:
                 if self.out_wd.get(owner) == ev.wd:
                     del self.out_wd[owner]
-                self.pending.setdefault(owner, set()).add(OUTPUT)
-                got = True
+                batch.setdefault(owner, set()).add(OUTPUT)
         self.output_drained.set()
-        return got
 
     async def _read_events(self) -> None:
         while True:
@@ -276,22 +294,25 @@ class Daemon:
 
     # -- the worker ------------------------------------------------------------------------
 
+    async def _wait_for_work(self) -> bool:
+        """Until there is work; whether output is due. Any other work (an end, a timeout, a
+        new process) runs at once; output waits for the gap after the last output batch."""
+        while True:
+            due = self._output_waits() and time.monotonic() >= self.output_due
+            if self.pending or due:
+                return due
+            timeout = self.output_due - time.monotonic() if self._output_waits() else None
+            with anyio.move_on_after(timeout):
+                await self.wake.wait()
+            self.wake = anyio.Event()
+
     async def _work(self) -> None:
         while True:
-            await self.wake.wait()
-            self.wake = anyio.Event()
-            delay = self.output_due - time.monotonic()
-            if self.output_ready and not self.pending and delay > 0:
-                # Only output news, and too soon after the last read: let it pile up. Any
-                # other work (an end, a timeout, a new process) cuts the wait short.
-                with anyio.move_on_after(delay):
-                    await self.wake.wait()
-                self.wake = anyio.Event()
-            read_output = self._drain_outputs()
+            output = await self._wait_for_work()
             batch, self.pending = self.pending, {}
+            if output:
+                self._take_outputs(batch)
             items = list(batch.items())
-            for pid, _reasons in items:
-                self._arm_output(pid)  # armed before the read: no write slips between
             cpu = 0.0
             while items:
                 done, used = await anyio.to_thread.run_sync(self._steps, items)
@@ -309,7 +330,7 @@ class Daemon:
                         )
                     if res is not None:
                         self._after(pid, res)
-            if read_output:
+            if output:
                 self.output_due = time.monotonic() + next_gap(cpu)
             self.caught_up.set()  # the first batch holds every process recovery found
 
@@ -375,6 +396,8 @@ class Daemon:
         return tracker.step(check_liveness="liveness" in reasons, timeouts_due=due)
 
     def _after(self, pid: int, res: StepResult) -> None:
+        if not res.ended:
+            self._settle_output(pid, res)
         if any(o.spawned for o in res.outcomes):
             self.dispatcher.poke()
         for o in res.outcomes:
@@ -399,6 +422,8 @@ class Daemon:
         self._drop_tracker(pid)
         self._unwatch_dir(pid)
         self._disarm_output(pid)
+        self.busy.discard(pid)
+        self.output_paths.pop(pid, None)
         scope = self.watch_scopes.pop(pid, None)
         if scope is not None:
             scope.cancel()

@@ -40,6 +40,7 @@ class StepResult:
     ended: bool = False
     watch_pid: int | None = None  # a pid whose end we must hear about (pidfd)
     launched: bool = False  # both pids are known: the run dir has nothing more to announce
+    read_output: bool = False  # new output was read (so more may be coming)
     timeouts: list[tuple[str, float]] = field(default_factory=list)  # (hook, deadline)
     recheck_at: float | None = None  # look again then, even if nothing happens
     outcomes: list[Outcome] = field(default_factory=list)
@@ -84,6 +85,7 @@ class Tracker:
             [h.trigger.pattern for h in self.match_hooks if isinstance(h.trigger, OnOutputMatch)]
         )
         self.counters = load_counters(store, self.id) if counters is None else counters
+        self._budget_cache: list[int] | None = None
         self.timeouts_armed = False
 
     # -- facts ---------------------------------------------------------------------------
@@ -169,13 +171,19 @@ class Tracker:
         self.reader.close()
 
     def _budget(self) -> list[int]:
-        return [scan_budget(self._counter(h), h.max_spawns) for h in self.match_hooks]
+        # Counters change only in _commit, which drops this: a busy process reads often.
+        if self._budget_cache is None:
+            self._budget_cache = [
+                scan_budget(self._counter(h), h.max_spawns) for h in self.match_hooks
+            ]
+        return self._budget_cache
 
     def _scan(self, *, final: bool, res: StepResult, verify: bool = True) -> None:
         """Scan what was written before this scan began; what comes during it is the next
         scan's (chasing the writer here made 60,000 reads of a few lines each)."""
         while True:
             budget = self._budget()
+            before = self.pos
             # No pattern left to look for: skip the bytes unread (the exit's tail reads the end).
             lines = self.reader.read(self.pos, final=final, skim=not any(budget), verify=verify)
             if lines.restarted:
@@ -184,8 +192,9 @@ class Tracker:
                     self.id,
                     lines.restarted,
                 )
-            if not lines.empty or lines.pos != self.pos:
+            if not lines.empty or lines.pos != before:
                 self._commit_lines(lines, budget, res)
+                res.read_output = res.read_output or lines.pos.offset != before.offset
             if not lines.more:
                 break
             verify = False  # the rest of this read is the same file
@@ -256,6 +265,7 @@ class Tracker:
             "log_punched": self.punched,
             **(end or {}),
         }
+        self._budget_cache = None
         outcomes, self.counters = commit_fires(
             self.store,
             self.id,
