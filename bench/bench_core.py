@@ -261,7 +261,7 @@ def write_styles(lines: int, pairs: int, npat: int = 10) -> dict[str, dict[str, 
         home.warm_up(hooks)
         got: dict[str, dict[str, Any]] = {}
         for style in STYLES:
-            ratios, cpus, mb = [], [], 0.0
+            ratios, cpus, plains, mb = [], [], [], 0.0
             for k in range(pairs):
                 if k % 2 == 0:
                     plain = plain_run(work, lines, style)
@@ -270,6 +270,7 @@ def write_styles(lines: int, pairs: int, npat: int = 10) -> dict[str, dict[str, 
                     sup = supervised_run(home, work, lines, style, hooks)
                     plain = plain_run(work, lines, style)
                 ratios.append(sup["child_s"] / plain)
+                plains.append(plain)
                 cpus.append(sup["daemon_cpu_s"])
                 mb = sup["mb"]
             got[style] = {
@@ -277,6 +278,7 @@ def write_styles(lines: int, pairs: int, npat: int = 10) -> dict[str, dict[str, 
                 "mb": mb,
                 "pairs": pairs,
                 "child_ratio": _spread(ratios),
+                "child_plain_s": _spread(plains),
                 "daemon_cpu_s": _spread(cpus),
             }
         return got

@@ -82,6 +82,12 @@ def style_rows(lines: int, pairs: int, peers: bool, results: dict[str, Any]) -> 
         )
         rows.append(
             Row(
+                f"{what}: the child's own runtime, writing to a plain file",
+                _rng(got["child_plain_s"], ".2f", " s"),
+            )
+        )
+        rows.append(
+            Row(
                 f"{what}: daemon CPU (per 139 MB)",
                 _rng(cpu, ".2f", " s") + f" ({per_139:.2f} s)",
                 "<= 0.5 s",
