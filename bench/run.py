@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_core as core
 import bench_threads as threads
+import watch_tax
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -116,6 +117,25 @@ def style_rows(lines: int, pairs: int, peers: bool, results: dict[str, Any]) -> 
                 )
             )
     return rows
+
+
+def watch_tax_rows(lines: int, runs: int, results: dict[str, Any]) -> list[Row]:
+    got = watch_tax.watch_tax(lines, runs)
+    results["watch_tax"] = got
+    labels = {
+        "folder": "an IN_MODIFY watch on its folder (the old daemon's, and watchfiles')",
+        "folder-quiet": "a folder watch without IN_MODIFY",
+        "file": "an IN_MODIFY watch on the file",
+        "one-shot": "a one-shot IN_MODIFY watch on the file (ours, while idle)",
+    }
+    return [
+        Row(
+            f"why no watch: a line-per-write child ({lines:,} lines) under {label}, "
+            "nobody reading it, / no watch",
+            f"{got[variant]:.2f}x",
+        )
+        for variant, label in labels.items()
+    ]
 
 
 def steady_rows(
@@ -324,6 +344,7 @@ def main() -> None:
         "runs": runs,
     }
     rows = style_rows(lines, pairs, peers, results)
+    rows += watch_tax_rows(100_000 if q else 1_000_000, 1 if q else 3, results)
     loads = [(50, 200.0)] if q else [(50, 200.0), (200, 50.0)]
     rows += steady_rows(loads, 3.0 if q else 15.0, 30 if q else 100, peers, results)
     rows += scale_rows(procs, 200 if q else 1000, results)

@@ -41,6 +41,7 @@ class StepResult:
     watch_pid: int | None = None  # a pid whose end we must hear about (pidfd)
     launched: bool = False  # both pids are known: the run dir has nothing more to announce
     read_output: bool = False  # new output was read (so more may be coming)
+    commit_cpu_s: float = 0.0  # CPU spent committing (fires are rare: not a reading cost)
     timeouts: list[tuple[str, float]] = field(default_factory=list)  # (hook, deadline)
     recheck_at: float | None = None  # look again then, even if nothing happens
     outcomes: list[Outcome] = field(default_factory=list)
@@ -255,6 +256,7 @@ class Tracker:
         res: StepResult,
         end: dict[str, Any] | None = None,
     ) -> None:
+        started = time.thread_time()
         pos = self.pos
         changes = {
             "log_offset": pos.offset,
@@ -276,6 +278,7 @@ class Tracker:
         )
         self.saved_offset = pos.offset
         res.outcomes += outcomes
+        res.commit_cpu_s += time.thread_time() - started
         if any(o.recorded for o in outcomes):
             # An attached `run` watches this file to name the thread as it happens.
             with contextlib.suppress(OSError):

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import Daemon, Env, match_hook, wait_until
 
@@ -107,6 +108,19 @@ def test_every_line_fires_while_the_writer_runs(env: Env, daemon: Daemon) -> Non
     wait_until(lambda: len(env.fires()) == n, 15, f"{n} fires while the writer sleeps")
     assert env.process(pid)["state"] == "running"
     assert sorted(int(f["detail"].split()[1]) for f in env.fires()) == list(range(n))
+    # Quiet again: the daemon waits on a one-shot watch and reads nothing (no polling).
+    assert daemon.proc is not None
+    dpid = daemon.proc.pid
+    out_ino = (env.home / "runs" / str(pid) / "output.log").stat().st_ino
+    wait_until(
+        lambda: any(ino == out_ino and mask & IN_ONESHOT for ino, mask in _watches(dpid)),
+        10,
+        "a one-shot watch on the quiet output",
+    )
+    proc = psutil.Process(dpid)
+    before = sum(proc.cpu_times()[:2])
+    time.sleep(1.0)
+    assert sum(proc.cpu_times()[:2]) - before < 0.05
 
 
 def test_an_attached_run_names_a_thread_while_the_child_runs(env: Env, daemon: Daemon) -> None:
