@@ -286,6 +286,43 @@ def write_styles(lines: int, pairs: int, npat: int = 10) -> dict[str, dict[str, 
         home.stop()
 
 
+def read_floor(lines: int, npat: int = 10) -> dict[str, float]:
+    """The least any reader that matches patterns pays: the child's output (1.6 MB writes)
+    read once from the page cache in 8 MiB preads, with no scan, then with one RE2 scan per
+    pattern, in this process's CPU seconds (median of 3). Beside a peer that scans nothing,
+    it shows which ratio targets no such reader can meet."""
+    from supervisor.matching import Matcher
+
+    work = Path(tempfile.mkdtemp(prefix="supervise-floor-"))
+    try:
+        log = work / "out.log"
+        plain_run(work, lines, "1.6MB", keep=log)
+        matcher = Matcher((PATTERNS * 10)[:npat])
+        budget = [1 << 30] * npat
+
+        def read_all(scan: bool) -> float:
+            t0 = time.process_time()
+            fd = os.open(log, os.O_RDONLY)
+            try:
+                at = 0
+                while data := os.pread(fd, 8 << 20, at):
+                    at += len(data)
+                    if scan:
+                        matcher.scan(data[: data.rfind(b"\n") + 1], budget)
+            finally:
+                os.close(fd)
+            return time.process_time() - t0
+
+        read_all(False)  # into the page cache
+        return {
+            "mb": log.stat().st_size / 1e6,
+            "read_s": statistics.median(read_all(False) for _ in range(3)),
+            "read_scan_s": statistics.median(read_all(True) for _ in range(3)),
+        }
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def latency_probe(home: Home, events: int, gap_s: float = 0.05) -> dict[str, float]:
     """`events` matching lines `gap_s` apart from one more process, while whatever else runs
     on `home` goes on: line written -> thread row visible in SQLite."""
