@@ -9,7 +9,8 @@ watch on output.log (or any inotify watch on its folder) every write() of the ch
 the kernel's notification, and a child that writes a line at a time ran 1.5x slower with
 nobody even reading the events (bench/). So a run dir is watched only until its process has
 started, and output.log is in one of two states:
-- busy: the last read found new bytes. No watch at all; the next output batch reads it again.
+- busy: the last read found new bytes. No watch at all; the next output batch reads it again
+  (for a process writing over 1 MB/s, the first batch 100 ms on: `coalesce.read_delay`).
 - idle: the last read found nothing. A one-shot IN_MODIFY watch is armed, then the file is
   read once more (a write may have come between); the first write after that costs the
   writer one event and makes the process busy again.
@@ -41,7 +42,7 @@ from state.errors import SuperviseError
 from state.models import ProcessRow
 from state.paths import StatePaths
 from state.settings import Settings, load_settings
-from supervisor.coalesce import next_gap
+from supervisor.coalesce import next_gap, read_delay
 from supervisor.daemonlock import DaemonLock
 from supervisor.firing import load_all_counters
 from supervisor.inotify import (
@@ -115,7 +116,9 @@ class Daemon:
         self.out_wd: dict[int, int] = {}  # process id -> its armed (unfired) output watch
         self.out_wd_pid: dict[int, int] = {}
         self.output_paths: dict[int, str] = {}
-        self.busy: set[int] = set()  # read again in the next output batch (see the docstring)
+        # Read again in the first output batch from the given monotonic time (the docstring).
+        self.busy: dict[int, float] = {}
+        self.last_read: dict[int, float] = {}  # monotonic time of each busy process's last read
         self.output_ready = False
         self.output_drained = anyio.Event()
         self.output_due = 0.0  # monotonic time before which output is not read again
@@ -216,8 +219,15 @@ class Daemon:
 
     def _settle_output(self, pid: int, res: StepResult) -> None:
         """After a read: busy if it found bytes; else idle, which a last read confirms."""
-        if res.read_output or (pid not in self.out_wd and self._arm_output(pid)):
-            self.busy.add(pid)
+        if res.read_output:
+            now = time.monotonic()
+            since = now - self.last_read.get(pid, now)
+            self.busy[pid] = now + read_delay(res.read_bytes, since)
+            self.last_read[pid] = now
+        elif pid not in self.out_wd and self._arm_output(pid):
+            self.busy[pid] = 0.0
+        else:
+            self.last_read.pop(pid, None)
 
     def _disarm_output(self, pid: int) -> None:
         wd = self.out_wd.pop(pid, None)
@@ -237,12 +247,20 @@ class Daemon:
     def _output_waits(self) -> bool:
         return self.output_ready or bool(self.busy)
 
+    def _output_due(self) -> float:
+        """When the next output batch may start: the gap after the last one, and for busy
+        processes alone, the first of their own read times."""
+        if self.output_ready or not self.busy:
+            return self.output_due
+        return max(self.output_due, min(self.busy.values()))
+
     def _take_outputs(self, batch: dict[int, set[str]]) -> None:
         """Add an output read for each busy process and each one written to since its watch
         was armed."""
-        for pid in self.busy:
+        now = time.monotonic()
+        for pid in [p for p, due in self.busy.items() if due <= now]:
+            del self.busy[pid]
             batch.setdefault(pid, set()).add(OUTPUT)
-        self.busy = set()
         if not self.output_ready:
             return
         self.output_ready = False
@@ -298,12 +316,20 @@ class Daemon:
         """Until there is work; whether output is due. Any other work (an end, a timeout, a
         new process) runs at once; output waits for the gap after the last output batch."""
         while True:
-            due = self._output_waits() and time.monotonic() >= self.output_due
+            due = self._output_waits() and time.monotonic() >= self._output_due()
             if self.pending or due:
                 return due
-            timeout = self.output_due - time.monotonic() if self._output_waits() else None
-            with anyio.move_on_after(timeout):
+            if not self._output_waits():
                 await self.wake.wait()
+            else:
+                # A timer that sets the event, not a cancel scope: a busy writer ends a wait
+                # every gap, and anyio's cancellation cost ~0.2 ms of the loop's CPU each time.
+                wait = max(0.0, self._output_due() - time.monotonic())
+                timer = asyncio.get_running_loop().call_later(wait, self.wake.set)
+                try:
+                    await self.wake.wait()
+                finally:
+                    timer.cancel()
             self.wake = anyio.Event()
 
     async def _work(self) -> None:
@@ -423,7 +449,8 @@ class Daemon:
         self._drop_tracker(pid)
         self._unwatch_dir(pid)
         self._disarm_output(pid)
-        self.busy.discard(pid)
+        self.busy.pop(pid, None)
+        self.last_read.pop(pid, None)
         self.output_paths.pop(pid, None)
         scope = self.watch_scopes.pop(pid, None)
         if scope is not None:

@@ -41,6 +41,7 @@ class StepResult:
     watch_pid: int | None = None  # a pid whose end we must hear about (pidfd)
     launched: bool = False  # both pids are known: the run dir has nothing more to announce
     read_output: bool = False  # new output was read (so more may be coming)
+    read_bytes: int = 0  # how many (a fast writer is read less often: coalesce.py)
     commit_cpu_s: float = 0.0  # CPU spent committing (fires are rare: not a reading cost)
     timeouts: list[tuple[str, float]] = field(default_factory=list)  # (hook, deadline)
     recheck_at: float | None = None  # look again then, even if nothing happens
@@ -196,6 +197,7 @@ class Tracker:
             if not lines.empty or lines.pos != before:
                 self._commit_lines(lines, budget, res)
                 res.read_output = res.read_output or lines.pos.offset != before.offset
+                res.read_bytes += max(0, lines.pos.offset - before.offset)
             if not lines.more:
                 break
             verify = False  # the rest of this read is the same file

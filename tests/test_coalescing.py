@@ -17,7 +17,7 @@ import psutil
 import pytest
 from conftest import Daemon, Env, match_hook, wait_until
 
-from supervisor.coalesce import DUTY, MAX_GAP_S, MIN_GAP_S, next_gap
+from supervisor.coalesce import DUTY, FAST_BYTES_PER_S, MAX_GAP_S, MIN_GAP_S, next_gap, read_delay
 from supervisor.inotify import IN_MODIFY, IN_ONESHOT
 from supervisor.matching import Matcher
 from supervisor.tailing import LogReader, TailPos
@@ -27,6 +27,17 @@ def test_gap_keeps_reading_to_its_share_of_a_core() -> None:
     assert next_gap(0.0) == MIN_GAP_S  # a cheap batch: read again soon
     assert next_gap(0.002) == pytest.approx(0.002 / DUTY)
     assert next_gap(5.0) == MAX_GAP_S  # however costly, a line waits at most this long
+
+
+def test_only_a_fast_writer_waits_longer_for_its_next_read() -> None:
+    # A service's lines (14 KB in a second) are read in the very next batch.
+    assert read_delay(14_000, 1.0) == 0.0
+    assert read_delay(300, MIN_GAP_S) == 0.0
+    # A firehose (440 KB in 20 ms) waits the longest gap: each read then brings enough bytes
+    # that the per-batch cost no longer dominates.
+    assert read_delay(440_000, MIN_GAP_S) == MAX_GAP_S
+    assert read_delay(int(FAST_BYTES_PER_S * 0.02) - 1, 0.02) == 0.0
+    assert read_delay(10_000, 0.0) == 0.0  # a first read has no rate yet
 
 
 def test_a_read_stops_at_what_was_there_when_it_began(tmp_path: Path) -> None:
