@@ -134,6 +134,26 @@ def test_every_line_fires_while_the_writer_runs(env: Env, daemon: Daemon) -> Non
     assert sum(proc.cpu_times()[:2]) - before < 0.05
 
 
+def test_a_fast_writers_last_line_fires_whether_it_stays_or_ends(env: Env) -> None:
+    # 40,000 lines as fast as one write per line goes (well over 1 MB/s: read every 100 ms),
+    # then one marked line: the process that stays quiet has it read by the next batches, the
+    # one that ends by its exit.
+    body = {"hooks": [match_hook("^LAST", "last", 2)]}
+    hooks = env.write("h.json", json.dumps(body))
+    script = (
+        "import sys, time\n"
+        "for i in range(40000):\n"
+        "    print('2026-11-24T00:00:00 INFO GET /api/v1/items 200 in 12ms', i)\n"
+        "print('LAST', sys.argv[1])\n"
+        "if sys.argv[1] == 'stays':\n"
+        "    time.sleep(60)\n"
+    )
+    for how in ("stays", "ends"):
+        env.run_d(sys.executable, "-c", script, how, hooks=hooks)
+    wait_until(lambda: len(env.fires()) == 2, 20, "the last line of both fast writers")
+    assert sorted(f["detail"] for f in env.fires()) == ["LAST ends", "LAST stays"]
+
+
 def test_an_attached_run_names_a_thread_while_the_child_runs(env: Env, daemon: Daemon) -> None:
     body = {"hooks": [match_hook("deadlock", "dl")], "agent": {"model": "scripted:turns.yaml"}}
     hooks = env.write("h.json", json.dumps(body))
