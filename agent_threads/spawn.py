@@ -1,7 +1,9 @@
 """What a hook-spawned thread is told: the prompt section of a fired process hook.
 
 Pure: values in, text out. The supervisor gathers the facts (command, trigger, output tail)
-and this module decides how a thread reads them.
+and this module decides how a thread reads them, split by who wrote them: the hook file's
+words go to the system prompt, indented so no value opens a section; the facts of the fire
+go to the first user message, with everything the process printed fenced (quoting.py).
 """
 
 from __future__ import annotations
