@@ -20,6 +20,7 @@ from collections.abc import Sequence
 TOKEN_BYTES = 8  # 16 hex digits: unguessable by a process that never sees the thread
 REMOVED = "[delimiter removed]"
 
+_SUSPECT = re.compile(r"[^\t\x20-\x7e]")  # what may need an escape: not tab or printable ASCII
 _NAMED = {"\0": "\\0", "\r": "\\r", "\n": "\\n", "\x1b": "\\x1b"}
 
 
@@ -43,7 +44,9 @@ def _invisible(ch: str) -> bool:
 
 def visible(text: str) -> str:
     """`text` on one line, every control or format character shown as an escape (`\\r`)."""
-    return "".join(_escape(ch) if _invisible(ch) else ch for ch in text)
+    if text.isprintable():  # the common case, checked in C: nothing to escape
+        return text
+    return _SUSPECT.sub(lambda m: _escape(m[0]) if _invisible(m[0]) else m[0], text)
 
 
 def code_span(text: str) -> str:
