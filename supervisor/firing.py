@@ -5,6 +5,7 @@ neither misses nor repeats a fire.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -190,7 +191,11 @@ class _Txn:
 
     def _new_thread(self, ev: FireEvent, fire_id: int) -> int:
         start = scheduled_start(self.conn, ev.at, self.limits.rate)
-        return self._insert(
+        # The fence token is chosen now and the first message saved with the thread, in
+        # this transaction: a replay sends the same text, and the process's output never
+        # reaches the system prompt (which is `prompt`, the hook file's words only).
+        prompt = render_prompt(ev.facts)
+        thread_id = self._insert(
             "INSERT INTO thread (process_id, hook, trigger, depth, status, created_at, not_before,"
             " prompt, fire_id) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
             (
@@ -200,10 +205,15 @@ class _Txn:
                 self.depth + 1,
                 ev.at,
                 start,
-                render_prompt(ev.facts),
+                prompt.system,
                 fire_id,
             ),
         )
+        self.conn.execute(
+            "INSERT INTO entry (thread_id, seq, kind, at, data) VALUES (?, 1, 'user', ?, ?)",
+            (thread_id, ev.at, json.dumps({"text": prompt.message}, ensure_ascii=False)),
+        )
+        return thread_id
 
     def _insert(self, sql: str, params: tuple[Any, ...]) -> int:
         cursor = self.conn.execute(sql, params)

@@ -48,18 +48,24 @@ def test_on_exit_fires_with_the_real_code_and_full_prompt(env: Env) -> None:
         ("any", "on_exit", 1),
     ]
     proc = ps["processes"][0]
-    prompt = _thread(env, "t1")["prompt"]
-    assert prompt.startswith("A process hook has fired. Here is the context:\n")
-    assert f"(PID {proc['pid']})" in prompt
-    assert "Trigger: on_exit (exit code: 1 — failure)" in prompt
+    t1 = _thread(env, "t1")
+    prompt = t1["prompt"]  # the hook file's words: the system prompt's part
+    assert prompt.startswith("A process hook has fired.")
     assert "Purpose: Running database migration for auth module refactor" in prompt
     assert "Instructions: Diagnose it." in prompt
     assert "Related files: migrations/0042.py, tests/test_auth.py" in prompt
     assert "Original thread summary: User asked for JWT." in prompt
     assert prompt.index("Related files") < prompt.index("Original thread summary")  # as written
-    assert "Process output (last 50 lines):" in prompt
-    tail = prompt.split("Process output (last 50 lines):\n")[1].splitlines()
-    assert tail == [f"  step {i}" for i in range(30, 80)]
+    assert "step" not in prompt  # the process's output is never in the system prompt
+    first = t1["entries"][0]  # the facts of the fire: the first user message
+    assert first["kind"] == "user"
+    message = first["text"]
+    assert f"(PID {proc['pid']})" in message
+    assert "Trigger: on_exit (exit code: 1 — failure)" in message
+    assert "The process's output (its last 50 lines):" in message
+    tail = message.split("The process's output (its last 50 lines):\n")[1].splitlines()
+    assert tail[0].startswith("<process-output-") and tail[-1] == "</" + tail[0][1:]
+    assert tail[1:-1] == [f"step {i}" for i in range(30, 80)]
 
 
 def test_output_match_fires_per_line_up_to_max_spawns(env: Env, daemon: Daemon) -> None:
@@ -77,9 +83,11 @@ def test_output_match_fires_per_line_up_to_max_spawns(env: Env, daemon: Daemon) 
         ("deadlock", False, "max_spawns"),
     ]
     assert [f["detail"] for f in fires] == [f"{i}: ERROR deadlock detected" for i in range(3)]
-    prompt = _thread(env, fires[1]["thread_id"])["prompt"]
-    assert "matched: `1: ERROR deadlock detected`" in prompt
-    assert prompt.rstrip().endswith("1: ERROR deadlock detected")  # tail ends at the match
+    message = _thread(env, fires[1]["thread_id"])["entries"][0]["text"]
+    assert "Trigger: on_output_match (pattern `deadlock detected` matched the line" in message
+    assert ">\n1: ERROR deadlock detected\n</matched-line-" in message
+    tail = message.rstrip().splitlines()
+    assert tail[-2] == "1: ERROR deadlock detected"  # tail ends at the match
 
 
 def test_partial_line_is_matched_only_when_complete(env: Env, daemon: Daemon) -> None:
@@ -104,7 +112,8 @@ def test_timeout_fires_once_while_running(env: Env, daemon: Daemon) -> None:
     wait_until(lambda: env.fires(), 10, "timeout fire")
     fire = env.fires()[0]
     assert (fire["hook"], fire["trigger"], fire["spawned"]) == ("slow", "on_timeout", True)
-    assert "on_timeout (still running after 0.5s)" in _thread(env, fire["thread_id"])["prompt"]
+    message = _thread(env, fire["thread_id"])["entries"][0]["text"]
+    assert "Trigger: on_timeout (still running after 0.5s)" in message
     assert env.process(pid)["state"] == "running"
     env.cli("stop", str(pid), "--grace", "2", check=True)
     env.wait_state(pid, "exited")
