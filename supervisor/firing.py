@@ -16,6 +16,7 @@ from state.errors import StateError
 from state.models import ProcessRow
 from supervisor.hookspec import Hook, Limits, Rate
 from supervisor.limits import Counter, decide, not_before
+from supervisor.redaction import redact_text
 
 _PROCESS_COLUMNS = frozenset(ProcessRow.model_fields)  # names safe to put in an UPDATE
 
@@ -176,7 +177,7 @@ class _Txn:
                 name,
                 trigger,
                 ev.at,
-                ev.detail,
+                redact_text(ev.detail),  # a matched line may print a credential
                 ev.exit_code,
                 spawned,
                 reason,
@@ -200,7 +201,7 @@ class _Txn:
                 self.depth + 1,
                 ev.at,
                 start,
-                render_prompt(ev.facts),
+                redact_text(render_prompt(ev.facts)),
                 fire_id,
             ),
         )
