@@ -39,6 +39,7 @@ _NOT_SECRET_LAST = frozenset({"FILE", "PATH", "DIR", "SOCK", "HOST", "PORT", "US
 # The model providers' keys: the daemon's own, never a tool's (models/openai.py, anthropic.py).
 PROVIDER_KEYS = frozenset({"OPENAI_API_KEY", "ANTHROPIC_API_KEY"})
 
+_URL_PW = " password"  # secret_values' name for the password of a URL a variable holds
 _MIN_VALUE = 8  # shorter values are too common as plain text to mask wherever they appear
 
 # (label, regex): formats that are secrets wherever they appear. Each starts with a literal
@@ -69,6 +70,7 @@ _TOKEN_ALTERNATIVES = "|".join(f"{rx}(?P<t{i}>)" for i, (_, rx) in enumerate(_TO
 _NAME_ENDS = [
     *("key", "keys", "pwd", "dsn", "pat", "pass", "auth", "token", "creds", "secret"),
     *("passwd", "apikey", "secrets", "password", "credential", "passphrase", "credentials"),
+    "authorization",
 ]
 _NAME_END = "|".join(
     f"(?<=(?i:{'|'.join(w for w in _NAME_ENDS if len(w) == n)})[=:\"' \t])"
@@ -122,7 +124,7 @@ def secret_values(env: Mapping[str, str]) -> dict[str, str]:
             found.setdefault(value, name)
         for pw in _URL_PASSWORD.findall(value):
             if len(pw) >= _MIN_VALUE:
-                found.setdefault(pw, f"{name} password")
+                found.setdefault(pw, f"{name}{_URL_PW}")
     ordered = sorted(found.items(), key=lambda kv: -len(kv[0]))
     return {name: value for value, name in ordered}
 
@@ -135,8 +137,11 @@ class Redactor:
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         # Longest first: a value containing another is masked whole.
+        # A URL's password most often appears in that URL: `postgres://app:***@host` as if
+        # the URL were masked by its form.
         self.values = [
-            (value, f"[redacted ${name}]") for name, value in secret_values(env or {}).items()
+            (value, "***" if name.endswith(_URL_PW) else f"[redacted ${name}]")
+            for name, value in secret_values(env or {}).items()
         ]
 
     def __call__(self, text: str) -> str:
