@@ -212,3 +212,30 @@ def test_masking_does_not_go_quadratic() -> None:
     t0 = time.process_time()
     redact_text(text)
     assert time.process_time() - t0 < 20, "masking 1 MB took over 20 s of CPU"
+
+
+def test_a_value_only_the_process_has_is_masked_in_its_threads(env: Env, daemon: Daemon) -> None:
+    # The daemon does not know it: the thread's own environment masks what its tools print.
+    secret = "only-the-process-knows-9c1e"
+    command = 'echo "got $DEPLOY_TOKEN"; printf %s "$DEPLOY_TOKEN" > seen.txt'
+    turns = script(
+        env,
+        [{"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]}, {"content": "ok"}],
+    )
+    body = {
+        "purpose": "secrets",
+        "hooks": [{"name": "done", "on_exit": {}, "instructions": "x"}],
+        "agent": {"model": f"scripted:{turns.name}", "permissions": {"allow": ["Bash"]}},
+    }
+    hooks = env.write("hooks.yaml", yaml.safe_dump(body))
+    flags = ["--hook", str(hooks), f"--env=DEPLOY_TOKEN={secret}"]
+    env.cli("run", "-d", *flags, "--", sys.executable, "-c", "print('hi')", check=True)
+    t = settled(env, "t1", timeout=60)
+    assert t["status"] == "completed", t
+    if (env.work / "seen.txt").read_text() != secret:
+        pytest.skip("tools do not get the process's --env values yet (branch i13-trust)")
+    assert results(t)[0]["output"] == "got [redacted $DEPLOY_TOKEN]\n"
+    daemon.kill()
+    for path in env.home.rglob("*"):
+        if path.is_file() and path.name != "output.log":
+            assert secret.encode() not in path.read_bytes(), path
