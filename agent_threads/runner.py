@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio
@@ -46,14 +46,11 @@ class ThreadRunner:
         prepare: Prepare,
         *,
         redact: Redact = lambda s: s,
-        redact_for: Callable[[Mapping[str, str]], Redact] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.prepare = prepare
         self.redact = redact
-        # A thread's tools see its process's credentials: what they print is masked with them.
-        self.redact_for = redact_for
         self.clock = clock
 
     async def run(self, thread_id: int, resumed: bool) -> None:
@@ -80,8 +77,6 @@ class ThreadRunner:
         if isinstance(prepared, SuperviseError):
             return LoopEnd("failed", error=str(prepared))
         cfg = prepared.cfg
-        if self.redact_for is not None:
-            journal.redact = self.redact_for(cfg.ctx.env)
         await anyio.to_thread.run_sync(journal.record_model, cfg.model.name)
         entries = await anyio.to_thread.run_sync(journal.entries)
         if not entries:

@@ -91,13 +91,7 @@ class Daemon:
         self.settings = settings or Settings()
         env = dict(os.environ if env is None else env)
         host = ThreadHost(store, paths, self.settings, env)
-        runner = ThreadRunner(
-            store,
-            host.prepare,
-            redact=make_redact(env),
-            redact_for=lambda tool_env: make_redact({**env, **tool_env}),
-            clock=clock,
-        )
+        runner = ThreadRunner(store, host.prepare, redact=make_redact(env), clock=clock)
         self.dispatcher = Dispatcher(
             store, runner.run, concurrency=self.settings.max_threads, clock=clock
         )
