@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agent_threads.spawn import FireFacts, render_prompt
@@ -32,6 +32,17 @@ class FireEvent:
     facts: FireFacts
     exit_code: int | None = None
     refuse: str | None = None  # refused before limits apply (e.g. `lost`: code unknown)
+
+
+def _masked(ev: FireEvent) -> FireEvent:
+    """What the process printed may hold a credential: masked by its form before it is saved
+    (the fire's detail, and the thread's prompt)."""
+    f = ev.facts
+    # One text, not line by line: a PEM key spans lines.
+    tail = redact_text("\n".join(f.output_tail)).split("\n") if f.output_tail else []
+    line = redact_text(f.matched_line) if f.matched_line is not None else None
+    facts = replace(f, command=redact_text(f.command), output_tail=tail, matched_line=line)
+    return replace(ev, detail=redact_text(ev.detail), facts=facts)
 
 
 @dataclass(frozen=True)
@@ -151,6 +162,7 @@ class _Txn:
     counters: dict[str, Counter]
 
     def apply(self, ev: FireEvent) -> Outcome:
+        ev = _masked(ev)
         name, trigger = ev.hook.name, ev.hook.kind
         dup = self.conn.execute("SELECT id FROM fire WHERE key = ?", (ev.key,)).fetchone()
         if dup is not None:
@@ -177,7 +189,7 @@ class _Txn:
                 name,
                 trigger,
                 ev.at,
-                redact_text(ev.detail),  # a matched line may print a credential
+                ev.detail,
                 ev.exit_code,
                 spawned,
                 reason,
@@ -201,7 +213,7 @@ class _Txn:
                 self.depth + 1,
                 ev.at,
                 start,
-                redact_text(render_prompt(ev.facts)),
+                render_prompt(ev.facts),
                 fire_id,
             ),
         )

@@ -98,6 +98,11 @@ _PATTERN = re.compile(
     r"(?P<kvval>(?!-----BEGIN)[^\s\"',;]+))"
 )
 
+# The end of a PEM key whose header is not in the text: its base64 lines and footer.
+_PEM_TAIL = re.compile(
+    r"(?:^[A-Za-z0-9+/=]{16,}[ \t]*\r?\n)*-----END[ A-Z0-9]{0,30}PRIVATE KEY(?: BLOCK)?-----",
+    re.MULTILINE,
+)
 _TRIVIAL = re.compile(r"[0-9]+|true|false|null|none|yes|no|\*+|\[redacted.*|\$.*", re.IGNORECASE)
 _URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@]*:([^\s@]+)@")
 
@@ -194,7 +199,10 @@ def _masks_value(key: str, sep: str, value: str) -> bool:
 def redact_text(text: str) -> str:
     """Masks what is a credential by its form alone (no environment known here)."""
     # A leading newline gives a match at the very start its non-word `pre` character.
-    return _PATTERN.sub(_mask, "\n" + text)[1:]
+    text = _PATTERN.sub(_mask, "\n" + text)[1:]
+    if "-----END" in text:  # a key's footer left: its header was cut off (an output tail)
+        text = _PEM_TAIL.sub("[redacted private key]", text)
+    return text
 
 
 def make_redact(env: Mapping[str, str]) -> Callable[[str], str]:

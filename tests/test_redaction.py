@@ -47,6 +47,8 @@ MASKED = [
     (f"key:\n{PEM}\nafter", "key:\n[redacted private key]\nafter"),
     (PEM.replace("\n", " "), "[redacted private key]"),  # `echo $KEY` joins its lines
     ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNz (cut", "[redacted private key]"),
+    # An output tail that starts inside a key: its lines and footer, up to the footer.
+    ("\n".join([*PEM.split("\n")[2:], "done"]), "[redacted private key]\ndone"),
 ]
 
 # Ordinary output that must come out unchanged.
@@ -172,7 +174,11 @@ def test_credentials_reach_the_tool_and_nothing_saved_or_shown(
         "agent": {"model": f"scripted:{turns.name}", "permissions": {"allow": ["Bash"]}},
     }
     hooks = env.write("hooks.yaml", yaml.safe_dump(body))
-    code = "import os; print('DB', os.environ['DATABASE_URL'], 'GH_PAT=' + os.environ['GH_PAT'])"
+    # The matched line and the output before it (a key's lines) go into the fire and the prompt.
+    code = (
+        "import os; print(os.environ['SIGNING_PEM']); "
+        "print('DB', os.environ['DATABASE_URL'], 'GH_PAT=' + os.environ['GH_PAT'])"
+    )
     flags = [f"--env={k}={v}" for k, v in SECRETS.items()]
     env.cli("run", "-d", "--hook", str(hooks), *flags, "--", sys.executable, "-c", code, check=True)
     t = settled(env, "t1", timeout=60)
