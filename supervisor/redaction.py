@@ -79,7 +79,7 @@ _NAME_END = "|".join(
 
 # Every match starts with the non-word character before it (`pre`, kept): a leading class lets
 # the engine skip the inside of words in C, several times faster than trying every position.
-_PATTERN = re.compile(
+_PATTERN_TEXT = (
     r"(?P<pre>[^\w])(?:"
     # A PEM private key, header to footer; a block cut short is masked to the end of the text.
     r"-----BEGIN[ A-Z0-9]{0,30}PRIVATE KEY(?: BLOCK)?-----"
@@ -97,6 +97,13 @@ _PATTERN = re.compile(
     r"(?P<kvsep>(?<=[=:])|[ \t]*[=:])(?!//)(?P<kvgap>[ \t]*[\"']?)"
     r"(?P<kvval>(?!-----BEGIN)[^\s\"',;]+))"
 )
+
+
+@functools.cache
+def _pattern() -> re.Pattern[str]:
+    # Compiled at first use (a few ms): `supervise run` and `logs` never mask anything.
+    return re.compile(_PATTERN_TEXT)
+
 
 # The end of a PEM key whose header is not in the text: its base64 lines and footer.
 _PEM_TAIL = re.compile(
@@ -199,7 +206,7 @@ def _masks_value(key: str, sep: str, value: str) -> bool:
 def redact_text(text: str) -> str:
     """Masks what is a credential by its form alone (no environment known here)."""
     # A leading newline gives a match at the very start its non-word `pre` character.
-    text = _PATTERN.sub(_mask, "\n" + text)[1:]
+    text = _pattern().sub(_mask, "\n" + text)[1:]
     if "-----END" in text:  # a key's footer left: its header was cut off (an output tail)
         text = _PEM_TAIL.sub("[redacted private key]", text)
     return text
