@@ -34,7 +34,9 @@ _SECRET_PART = re.compile(
 )
 # The shell's own directories, and names whose value says where a secret is, not what.
 _NOT_SECRET = frozenset({"PWD", "OLDPWD"})
-_NOT_SECRET_LAST = frozenset({"FILE", "PATH", "DIR", "SOCK", "HOST", "PORT", "USER", "USERNAME"})
+_NOT_SECRET_LAST = frozenset(
+    {"FILE", "PATH", "DIR", "SOCK", "HOST", "PORT", "USER", "USERNAME", "ASKPASS"}
+)
 
 # The model providers' keys: the daemon's own, never a tool's (models/openai.py, anthropic.py).
 PROVIDER_KEYS = frozenset({"OPENAI_API_KEY", "ANTHROPIC_API_KEY"})

@@ -93,6 +93,7 @@ def test_ordinary_output_is_left_alone(text: str) -> None:
         *[(n, False) for n in ("PATH", "PYTHONPATH", "PWD", "OLDPWD", "GIT_AUTHOR_NAME")],
         *[(n, False) for n in ("AUTHOR", "CERT_AUTHORITY", "SSH_AUTH_SOCK", "PATTERN", "HOME")],
         *[(n, False) for n in ("GOOGLE_APPLICATION_CREDENTIALS_FILE", "API_KEY_PATH")],
+        *[(n, False) for n in ("GIT_ASKPASS", "SSH_ASKPASS")],  # a program, not a password
     ],
 )
 def test_which_names_hold_credentials(name: str, secret: bool) -> None:
