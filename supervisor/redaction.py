@@ -1,10 +1,10 @@
 """Keeping credentials out of what supervise shows and saves.
 
 Tools get credentials (they need them); transcripts, the DB, `ps`, `fires` and daemon.log get
-them masked. What is masked, in one regex pass over the text:
+them masked. What is masked (known values by substring search, then one regex pass):
 
 - the values of credential-like variables of an environment (`[redacted $NAME]`), and the
-  password of any URL such a environment holds;
+  password of any URL a variable holds;
 - `NAME=value` and `name: value` where NAME looks like a credential (see `is_secret_name`);
 - URL userinfo passwords (`postgres://app:***@host/db`), `Authorization:` and Bearer values;
 - well-known token formats whatever the variable (GitHub, GitLab, OpenAI, Anthropic, Slack,
@@ -127,7 +127,7 @@ def is_secret_name(name: str) -> bool:
 
 
 def secret_values(env: Mapping[str, str]) -> dict[str, str]:
-    """Values to mask wherever they appear, by what they are, longest first.
+    """Values to mask wherever they appear, by the name of what they are, longest first.
 
     The values of credential-like variables, and the password of a URL any variable holds
     (DATABASE_URL's password is a secret even if its name says nothing).
