@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agent_threads.spawn import FireFacts, render_prompt
@@ -17,6 +17,7 @@ from state.errors import StateError
 from state.models import ProcessRow
 from supervisor.hookspec import Hook, Limits, Rate
 from supervisor.limits import Counter, decide, not_before
+from supervisor.redaction import redact_text
 
 _PROCESS_COLUMNS = frozenset(ProcessRow.model_fields)  # names safe to put in an UPDATE
 
@@ -32,6 +33,17 @@ class FireEvent:
     facts: FireFacts
     exit_code: int | None = None
     refuse: str | None = None  # refused before limits apply (e.g. `lost`: code unknown)
+
+
+def _masked(ev: FireEvent) -> FireEvent:
+    """What the process printed may hold a credential: masked by its form before it is saved
+    (the fire's detail, and the thread's prompt)."""
+    f = ev.facts
+    # One text, not line by line: a PEM key spans lines.
+    tail = redact_text("\n".join(f.output_tail)).split("\n") if f.output_tail else []
+    line = redact_text(f.matched_line) if f.matched_line is not None else None
+    facts = replace(f, command=redact_text(f.command), output_tail=tail, matched_line=line)
+    return replace(ev, detail=redact_text(ev.detail), facts=facts)
 
 
 @dataclass(frozen=True)
@@ -151,6 +163,7 @@ class _Txn:
     counters: dict[str, Counter]
 
     def apply(self, ev: FireEvent) -> Outcome:
+        ev = _masked(ev)
         name, trigger = ev.hook.name, ev.hook.kind
         dup = self.conn.execute("SELECT id FROM fire WHERE key = ?", (ev.key,)).fetchone()
         if dup is not None:

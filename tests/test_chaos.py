@@ -218,7 +218,7 @@ def test_daemon_killed_during_a_hook_runs_the_tool_once(env: Env, daemon: Daemon
     assert (env.work / "hook").read_text() == "h\nh\n"  # the unfinished hook ran again
 
 
-def test_secret_like_variables_never_reach_tools_or_transcripts() -> None:
+def test_secret_like_variables_reach_tools_but_not_transcripts() -> None:
     from supervisor.redaction import make_redact, tool_env
 
     env = {
@@ -226,9 +226,14 @@ def test_secret_like_variables_never_reach_tools_or_transcripts() -> None:
         "GITHUB_TOKEN": "ghp_0123456789abcdef",
         "DB_PASSWORD": "hunter2hunter2",
         "HOME": "/home/u",
-        "SHORT_KEY": "abc",  # kept from tools; too short to scrub from text safely
+        "SHORT_KEY": "abc",  # too short to scrub from text safely
+        "OPENAI_API_KEY": "sk-the-daemons-own",
+        "ANTHROPIC_API_KEY": "sk-ant-the-daemons-own",
     }
-    assert tool_env(env) == {"HOME": "/home/u"}
+    # Tools need the credentials (a migration needs its DB password); not the model's keys.
+    assert tool_env(env) == {
+        k: v for k, v in env.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+    }
     redact = make_redact(env)
     text = redact("id wJalrXUtnFEMI/K7MDENG and ghp_0123456789abcdef, pw hunter2hunter2")
     assert text == (
@@ -437,5 +442,7 @@ def test_ps_and_fires_mask_credentials(env: Env, daemon: Daemon) -> None:
     wait_until(lambda: env.fires(), 10, "the fire")
     for out in (env.cli("ps").stdout, env.cli("fires").stdout):  # tables clip long cells
         assert secret not in out
-    for out in (env.cli("ps", "--json").stdout, env.cli("fires", "--json").stdout):
-        assert secret not in out and "[redacted $DEPLOY_TOKEN]" in out
+    out = env.cli("ps", "--json").stdout
+    assert secret not in out and "[redacted $DEPLOY_TOKEN]" in out
+    out = env.cli("fires", "--json").stdout  # masked before it is saved: by its form
+    assert secret not in out and "token=***" in out
