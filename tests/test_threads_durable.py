@@ -8,6 +8,7 @@ import signal
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import psutil
 import pytest
 from conftest import Daemon, Env, wait_until
 from modelserver import ModelServer
@@ -23,6 +24,17 @@ def server() -> Iterator[ModelServer]:
 
 
 def test_resumed_after_sigkill_completes_exactly_once(env: Env, daemon: Daemon) -> None:
+    # The tool runs in the sandbox's PID namespace ($$ means nothing outside): its sleep is
+    # found by a unique argument.
+    nap = f"30.{os.getpid()}"
+
+    def sleeping() -> list[psutil.Process]:
+        return [
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if (p.info["cmdline"] or [])[:2] == ["sleep", nap]
+        ]
+
     turns = script(
         env,
         [
@@ -31,7 +43,7 @@ def test_resumed_after_sigkill_completes_exactly_once(env: Env, daemon: Daemon) 
                 "tool_calls": [
                     {
                         "name": "Bash",
-                        "arguments": {"command": "echo $$ > slow.pid; echo x >> slow; sleep 30"},
+                        "arguments": {"command": f"echo x >> slow; sleep {nap}"},
                     }
                 ]
             },
@@ -41,11 +53,10 @@ def test_resumed_after_sigkill_completes_exactly_once(env: Env, daemon: Daemon) 
     )
     hooks = hook_file(env, {"model": f"scripted:{turns.name}", "permissions": {"allow": ["Bash"]}})
     run_hooked(env, hooks)
-    pidfile = env.work / "slow.pid"
-    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), 15, "slow tool running")
+    wait_until(sleeping, 15, "slow tool running")
     daemon.kill(signal.SIGKILL)
-    leftover = int(pidfile.read_text())
-    os.kill(leftover, 0)  # the tool outlived the daemon
+    # Sandboxed, the tool dies with the daemon (bwrap --die-with-parent); unsandboxed, the
+    # restarted daemon kills what is left. Either way nothing of it runs on.
     daemon.start()
     t = settled(env, "t1")
     assert t["status"] == "completed", t
@@ -55,8 +66,7 @@ def test_resumed_after_sigkill_completes_exactly_once(env: Env, daemon: Daemon) 
     statuses = [r["status"] for r in results(t)]
     assert statuses == ["ok", "interrupted", "ok"]
     assert "processes that were still running have been killed" in results(t)[1]["output"]
-    with pytest.raises(ProcessLookupError):
-        wait_until(lambda: os.kill(leftover, 0), 5, "leftover killed")
+    wait_until(lambda: not sleeping(), 10, "leftover killed")
     finals = [e for e in t["entries"] if e["kind"] == "assistant" and not e["tool_calls"]]
     assert len(finals) == 1 and finals[0]["content"] == "finished"
     assert any(e["kind"] == "note" and "resumed" in e["text"] for e in t["entries"])
