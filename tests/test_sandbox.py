@@ -272,10 +272,8 @@ def test_network_per_policy(place: tuple[Path, Path]) -> None:
 def test_timeout_kills_the_whole_sandboxed_tree(place: tuple[Path, Path]) -> None:
     home, work = place
     nap = f"300.{os.getpid()}"
-    # A background child, and one in its own session that a group kill alone would miss.
-    r = bash(f"sleep {nap} & setsid sleep {nap} & sleep {nap}", home, work, timeout=1)
-    assert "timed out after 1s" in r.output
 
+    # A background child, and one in its own session that a group kill alone would miss.
     def sleeping() -> list[psutil.Process]:
         return [
             p
@@ -283,7 +281,13 @@ def test_timeout_kills_the_whole_sandboxed_tree(place: tuple[Path, Path]) -> Non
             if (p.info["cmdline"] or [])[:2] == ["sleep", nap]
         ]
 
-    wait_until(lambda: not sleeping(), 10, "every sleep killed")
+    try:
+        r = bash(f"sleep {nap} & setsid sleep {nap} & sleep {nap}", home, work, timeout=1)
+        assert "timed out after 1s" in r.output
+        wait_until(lambda: not sleeping(), 10, "every sleep killed")
+    finally:
+        for p in sleeping():  # only if the test failed: leave nothing behind
+            p.kill()
 
 
 def test_required_without_bwrap_refuses(place: tuple[Path, Path]) -> None:
@@ -443,3 +447,43 @@ def test_stop_reaches_a_sandboxed_child(env: Env, daemon: Daemon) -> None:
     # recorded is bwrap's end (killed by the same SIGTERM), not the child's own code.
     assert (env.work / "got-term").read_text() == "bye"
     assert p["signal"] == "SIGTERM" and p["exit_code"] == 143
+
+
+@needs_bwrap
+def test_a_sub_agent_cannot_turn_its_sandbox_off(env: Env, daemon: Daemon) -> None:
+    mark = f"supervise-sandbox-sub-{os.getpid()}"
+    child_turns = script(
+        env,
+        [
+            {"tool_calls": [{"name": "Bash", "arguments": {"command": f"touch /etc/{mark}"}}]},
+            {"content": "child done"},
+        ],
+        name="child.yaml",
+    )
+    inner = {
+        "hooks": [{"name": "inner", "on_exit": {}, "instructions": "child work"}],
+        "agent": {
+            "model": f"scripted:{child_turns}",
+            "permissions": {"allow": ["Bash"]},
+            "sandbox": {"mode": "off", "network": True},  # asks for less: not granted
+        },
+    }
+    turns = script(
+        env,
+        [
+            {
+                "tool_calls": [
+                    {"name": "RunProcess", "arguments": {"command": "true", "hooks": inner}}
+                ]
+            },
+            {"content": "started"},
+        ],
+    )
+    try:
+        run_hooked(env, sandbox_hooks(env, turns, {"mode": "required", "network": False}))
+        t = settled(env, "t2", "completed")
+    finally:
+        (Path("/etc") / mark).unlink(missing_ok=True)
+    assert "Read-only file system" in results(t)[0]["output"]
+    spec = json.loads((env.home / "runs" / "2" / "spec.json").read_text())
+    assert spec["parent_sandbox"]["network"] is False
