@@ -277,9 +277,12 @@ def resolve(
     if policy.mode == "off":
         return Sandbox(policy, None, home)
     bwrap = find_bwrap(env)
-    why = "bwrap (Debian/Ubuntu package bubblewrap) is not installed" if bwrap is None else None
     if bwrap is not None:
         why = probe(bwrap, policy.network_on, Path(os.path.realpath(home)))
+    elif "SUPERVISE_BWRAP" in env:
+        why = f"SUPERVISE_BWRAP={env['SUPERVISE_BWRAP']!r} is not an executable bwrap"
+    else:
+        why = "bwrap (Debian/Ubuntu package bubblewrap) is not installed"
     if why is None:
         return Sandbox(policy, bwrap, home, tuple(visible))
     if policy.mode == "required":

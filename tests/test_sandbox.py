@@ -296,6 +296,18 @@ def test_required_without_bwrap_refuses(place: tuple[Path, Path]) -> None:
     with pytest.raises(SandboxError, match="required but the sandbox cannot run"):
         resolve(SandboxPolicy("required"), env, home)
     assert resolve(SandboxPolicy("off"), env, home).bwrap is None
+    # A bwrap that is there but cannot make namespaces (a container without CAP_SYS_ADMIN):
+    # the probe's own message is the reason given.
+    broken = home.parent / "bwrap"
+    broken.write_text(
+        "#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\n"
+        "exit 1\n"
+    )
+    broken.chmod(0o755)
+    env["SUPERVISE_BWRAP"] = str(broken)
+    with pytest.raises(SandboxError, match="Creating new namespace failed: Operation not"):
+        resolve(SandboxPolicy("required"), env, home)
+    assert resolve(SandboxPolicy("auto"), env, home).warning is not None
 
 
 def test_auto_without_bwrap_warns_once(place: tuple[Path, Path]) -> None:
