@@ -12,7 +12,6 @@ bwrap's argv (pure); `Sandbox` is a thread's resolved sandbox, probed once per d
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import shutil
@@ -191,25 +190,44 @@ def find_bwrap(env: Mapping[str, str]) -> str | None:
     return shutil.which("bwrap", path=env.get("PATH") or os.defpath)
 
 
-@functools.lru_cache(maxsize=8)
+_probed: dict[tuple[str, bool, Path], str | None] = {}
+_probe_lock = threading.Lock()
+
+
 def probe(bwrap: str, network: bool, home: Path) -> str | None:
     """Why bwrap cannot run here with the options threads use, or None when it can.
 
-    Cached per daemon: each option can fail on its own (containers refuse a new /proc or
-    namespaces), so the probe uses all of them, and hides `home` as a real call does.
+    Each option can fail on its own (containers refuse a new /proc or namespaces), so the
+    probe uses all of them, and hides `home` as a real call does. The answer is kept for
+    the daemon's life, except a probe that did not finish (a busy machine): that one is
+    asked again next time rather than leaving threads unsandboxed for good.
     """
+    key = (bwrap, network, home)
+    with _probe_lock:
+        if key in _probed:
+            return _probed[key]
+    why, final = _probe(bwrap, network, home)
+    if final:
+        with _probe_lock:
+            _probed[key] = why
+    return why
+
+
+def _probe(bwrap: str, network: bool, home: Path) -> tuple[str | None, bool]:
     m = Mounts(cwd=Path("/tmp"), home=home)
     argv = [bwrap, *bwrap_args(SandboxPolicy(network=network), m), "--", "/bin/true"]
     try:
         done = subprocess.run(
             argv, capture_output=True, timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"{bwrap} did not run: {exc}"
+    except subprocess.TimeoutExpired:
+        return f"{bwrap} did not finish a trial run within {PROBE_TIMEOUT_S:g}s", False
+    except OSError as exc:
+        return f"{bwrap} did not run: {exc}", True
     if done.returncode == 0:
-        return None
+        return None, True
     err = done.stderr.decode(errors="replace").strip().splitlines()
-    return f"{bwrap} failed (exit {done.returncode}): {err[-1] if err else 'no message'}"
+    return f"{bwrap} failed (exit {done.returncode}): {err[-1] if err else 'no message'}", True
 
 
 class _Once:
