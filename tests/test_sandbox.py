@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import sys
 import threading
@@ -499,3 +500,38 @@ def test_a_sub_agent_cannot_turn_its_sandbox_off(env: Env, daemon: Daemon) -> No
     assert "Read-only file system" in results(t)[0]["output"]
     spec = json.loads((env.home / "runs" / "2" / "spec.json").read_text())
     assert spec["parent_sandbox"]["network"] is False
+
+
+@needs_bwrap
+def test_a_sandboxed_tool_dies_with_the_daemon(env: Env, daemon: Daemon) -> None:
+    nap = f"300.{os.getpid()}"
+
+    def sleeping() -> list[psutil.Process]:
+        return [
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if (p.info["cmdline"] or [])[:2] == ["sleep", nap]
+        ]
+
+    # setsid: out of the tool's process group, so only the sandbox's PID namespace ends it.
+    command = f"echo x >> slow; setsid sleep {nap} & sleep {nap}"
+    turns = script(
+        env,
+        [
+            {"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]},
+            {"content": "finished"},
+        ],
+    )
+    try:
+        run_hooked(env, sandbox_hooks(env, turns, "required"))
+        wait_until(lambda: len(sleeping()) == 2, 15, "slow tool running")
+        daemon.kill(signal.SIGKILL)
+        # bwrap --die-with-parent: nothing of the tool runs on without the daemon.
+        wait_until(lambda: not sleeping(), 10, "the tool ended with the daemon")
+        daemon.start()
+        t = settled(env, "t1", "completed")
+    finally:
+        for p in sleeping():  # only if the test failed: leave nothing behind
+            p.kill()
+    assert [r["status"] for r in results(t)] == ["interrupted"]
+    assert (env.work / "slow").read_text() == "x\n"  # never run again

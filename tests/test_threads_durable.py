@@ -8,7 +8,6 @@ import signal
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import psutil
 import pytest
 from conftest import Daemon, Env, wait_until
 from modelserver import ModelServer
@@ -24,17 +23,6 @@ def server() -> Iterator[ModelServer]:
 
 
 def test_resumed_after_sigkill_completes_exactly_once(env: Env, daemon: Daemon) -> None:
-    # The tool runs in the sandbox's PID namespace ($$ means nothing outside): its sleep is
-    # found by a unique argument.
-    nap = f"30.{os.getpid()}"
-
-    def sleeping() -> list[psutil.Process]:
-        return [
-            p
-            for p in psutil.process_iter(["cmdline"])
-            if (p.info["cmdline"] or [])[:2] == ["sleep", nap]
-        ]
-
     turns = script(
         env,
         [
@@ -43,7 +31,7 @@ def test_resumed_after_sigkill_completes_exactly_once(env: Env, daemon: Daemon) 
                 "tool_calls": [
                     {
                         "name": "Bash",
-                        "arguments": {"command": f"echo x >> slow; sleep {nap}"},
+                        "arguments": {"command": "echo $$ > slow.pid; echo x >> slow; sleep 30"},
                     }
                 ]
             },
@@ -51,12 +39,15 @@ def test_resumed_after_sigkill_completes_exactly_once(env: Env, daemon: Daemon) 
             {"content": "finished"},
         ],
     )
-    hooks = hook_file(env, {"model": f"scripted:{turns.name}", "permissions": {"allow": ["Bash"]}})
-    run_hooked(env, hooks)
-    wait_until(sleeping, 15, "slow tool running")
+    # Unsandboxed: the tool outlives the daemon, and the restarted daemon must kill it (a
+    # sandboxed tool dies with the daemon: tests/test_sandbox.py).
+    agent = {"model": f"scripted:{turns.name}", "permissions": {"allow": ["Bash"]}}
+    run_hooked(env, hook_file(env, {**agent, "sandbox": "off"}))
+    pidfile = env.work / "slow.pid"
+    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), 15, "slow tool running")
     daemon.kill(signal.SIGKILL)
-    # Sandboxed, the tool dies with the daemon (bwrap --die-with-parent); unsandboxed, the
-    # restarted daemon kills what is left. Either way nothing of it runs on.
+    leftover = int(pidfile.read_text())
+    os.kill(leftover, 0)  # the tool outlived the daemon
     daemon.start()
     t = settled(env, "t1")
     assert t["status"] == "completed", t
@@ -66,7 +57,8 @@ def test_resumed_after_sigkill_completes_exactly_once(env: Env, daemon: Daemon) 
     statuses = [r["status"] for r in results(t)]
     assert statuses == ["ok", "interrupted", "ok"]
     assert "processes that were still running have been killed" in results(t)[1]["output"]
-    wait_until(lambda: not sleeping(), 10, "leftover killed")
+    with pytest.raises(ProcessLookupError):
+        wait_until(lambda: os.kill(leftover, 0), 5, "leftover killed")
     finals = [e for e in t["entries"] if e["kind"] == "assistant" and not e["tool_calls"]]
     assert len(finals) == 1 and finals[0]["content"] == "finished"
     assert any(e["kind"] == "note" and "resumed" in e["text"] for e in t["entries"])
