@@ -71,8 +71,9 @@ class BashTool(Tool):
     description = (
         "Run a bash command in the working directory; stdout and stderr come back together. "
         "$SUPERVISE_OUTPUT is the output log of the process that started this thread. "
-        "Commands run in a sandbox: only the working directory (and directories the hook "
-        "file lists) can be written; /tmp is fresh for each command."
+        "In the sandbox (the default where bubblewrap works) only the working directory and "
+        "the directories the hook file lists can be written, and /tmp is fresh for each "
+        "command: keep files you need later in the working directory."
     )
     Args = BashArgs
 
