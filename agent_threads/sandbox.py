@@ -140,6 +140,7 @@ class Mounts:
     home: Path  # $SUPERVISE_HOME: hidden
     write: tuple[Path, ...] = ()  # writable besides cwd (existing directories)
     visible: tuple[Path, ...] = ()  # files under home shown read-only (output.log)
+    protect: tuple[Path, ...] = ()  # read-only inside the writable dirs (git hooks, config)
 
 
 def bwrap_args(policy: SandboxPolicy, m: Mounts, *, supervised: bool = False) -> list[str]:
@@ -167,6 +168,10 @@ def bwrap_args(policy: SandboxPolicy, m: Mounts, *, supervised: bool = False) ->
     args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for w in dict.fromkeys((m.cwd, *m.write)):
         args += ["--bind", str(w), str(w)]
+    # A hook or config key planted here would run outside the sandbox at the person's next
+    # `git status` (core.fsmonitor, hooks), or in a shell hook, which runs unsandboxed.
+    for p in m.protect:
+        args += ["--ro-bind", str(p), str(p)]
     # Hidden after the binds, so a cwd that holds SUPERVISE_HOME still cannot reach it.
     args += ["--tmpfs", str(m.home)]
     for f in m.visible:
@@ -277,8 +282,26 @@ class Sandbox:
         )
         home = Path(os.path.realpath(self.home))
         visible = tuple(Path(os.path.realpath(v)) for v in self.visible)
-        m = Mounts(cwd=cwd, home=home, write=write, visible=visible)
+        m = Mounts(cwd=cwd, home=home, write=write, visible=visible, protect=_protected(cwd, write))
         return [self.bwrap, *bwrap_args(self.policy, m, supervised=supervised), "--"]
+
+
+GIT_PROTECTED = (".git/hooks", ".git/config", ".git")  # `.git` only when it is a file
+
+
+def _protected(cwd: Path, write: tuple[Path, ...]) -> tuple[Path, ...]:
+    """What exists of a repository's hooks and config in the writable directories.
+
+    `.git` as a file (a worktree's `gitdir:` pointer) is protected too: rewritten, it would
+    point git at a config the sandbox wrote.
+    """
+    found: list[Path] = []
+    for w in dict.fromkeys((cwd, *write)):
+        for rel in GIT_PROTECTED:
+            p = w / rel
+            if (p.is_file() if rel == ".git" else p.exists()) and not p.is_symlink():
+                found.append(p)
+    return tuple(found)
 
 
 def resolve(

@@ -535,3 +535,31 @@ def test_a_sandboxed_tool_dies_with_the_daemon(env: Env, daemon: Daemon) -> None
             p.kill()
     assert [r["status"] for r in results(t)] == ["interrupted"]
     assert (env.work / "slow").read_text() == "x\n"  # never run again
+
+
+@needs_bwrap
+def test_git_hooks_and_config_stay_read_only(place: tuple[Path, Path]) -> None:
+    home, work = place
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("git is not installed")
+    r = bash(
+        "git init -q . && echo before > f && git add f && echo committed",
+        home,
+        work,
+        SandboxPolicy("off"),
+    )
+    assert "committed" in r.output, r.output
+    config = (work / ".git" / "config").read_text()
+    r = bash(
+        "echo 'touch pwned' > .git/hooks/post-checkout; git config core.fsmonitor 'touch pwned'; "
+        "rm -rf .git/hooks; echo after > f; "
+        "git -c user.name=t -c user.email=t@t commit -qam work && echo committed",
+        home,
+        work,
+    )
+    # The work itself goes on: objects, index and refs are written.
+    assert "committed" in r.output, r.output
+    assert not (work / ".git" / "hooks" / "post-checkout").exists()
+    assert (work / ".git" / "hooks").is_dir()
+    assert (work / ".git" / "config").read_text() == config
