@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_threads.sandbox import SandboxConfigError, SandboxPolicy
 from state.errors import UserError
 
 
@@ -38,6 +39,7 @@ _FILE_KEYS = {
     "stream": "true or false",
     "rate": "a rate such as 10/minute",
     "permissions": "a table with allow, ask and deny lists",
+    "sandbox": 'off, auto or required, or a table: mode = "auto", network = false, write = [...]',
 }
 
 
@@ -52,6 +54,7 @@ class Settings:
     stream: bool = True
     rate: str | None = None
     permissions: dict[str, Any] = field(default_factory=dict)
+    sandbox: SandboxPolicy = field(default_factory=SandboxPolicy)
     source: str = "defaults"
 
 
@@ -116,4 +119,18 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     perms = data.get("permissions", {})
     if not isinstance(perms, dict):
         raise UserError(f"{path}: permissions must be {_FILE_KEYS['permissions']}")
-    return Settings(**values, permissions=perms, source=str(path) if data else "defaults")
+    sandbox = _sandbox(data.get("sandbox"), f"{path}: sandbox")
+    if env.get("SUPERVISE_SANDBOX"):  # the mode only; network and write stay the file's
+        mode = _sandbox(env["SUPERVISE_SANDBOX"], "SUPERVISE_SANDBOX").mode
+        sandbox = SandboxPolicy(mode, sandbox.network, sandbox.write)
+    return Settings(
+        **values, permissions=perms, sandbox=sandbox, source=str(path) if data else "defaults"
+    )
+
+
+def _sandbox(raw: Any, where: str) -> SandboxPolicy:
+    try:
+        return SandboxPolicy.parse(raw)
+    except SandboxConfigError as exc:
+        key = f".{exc.key}" if exc.key else ""
+        raise UserError(f"{where}{key} {exc}") from None

@@ -21,6 +21,7 @@ from agent_threads.extensions import ExtensionError, check_syntax, is_path, modu
 from agent_threads.hooks.shellspec import ShellHook, ShellHookError, parse_shell_hooks
 from agent_threads.hooks.system import SystemHookConfig
 from agent_threads.permissions import Rule
+from agent_threads.sandbox import SandboxConfigError, SandboxPolicy
 from state.errors import HookFileError
 from supervisor.hookspec import (
     Hook,
@@ -58,6 +59,7 @@ _AGENT_KEYS = (
     "hooks",
     "system_hooks",
     "extensions",
+    "sandbox",
 )
 _PROVIDERS = ("openai", "anthropic", "scripted")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -289,6 +291,7 @@ def _check_agent(agent: Mapping[str, Any], r: _Report) -> None:
             fix = "write model: openai:gpt-4.1-mini (or anthropic:NAME, scripted:FILE)"
             r.bad(("agent", "model"), "must be provider:name", model, fix)
     _count(agent, ("agent", "max_turns"), r, low=1, eg=50)
+    _check_sandbox(agent, r)
     timeout = agent.get("timeout")
     if timeout is not None and not (
         isinstance(timeout, int | float)
@@ -315,6 +318,14 @@ def _check_agent(agent: Mapping[str, Any], r: _Report) -> None:
             except ValueError as exc:
                 r.add(("agent", "permissions", key, i), f"agent.permissions.{key}[{i}]: {exc}")
     _check_keys(perms, ("agent", "permissions"), ("allow", "ask", "deny"), r)
+
+
+def _check_sandbox(agent: Mapping[str, Any], r: _Report) -> None:
+    try:
+        SandboxPolicy.parse(agent.get("sandbox"))
+    except SandboxConfigError as exc:
+        path: KeyPath = ("agent", "sandbox", *([exc.key] if exc.key else []))
+        r.add(path, f"{where(path)} {exc}")
 
 
 def _check_surrogates(data: Mapping[str, Any], r: _Report) -> None:

@@ -47,6 +47,9 @@ class LaunchRequest:
     # Python block-buffers stdout to a file: its lines (and their hooks) would come 8 KiB
     # at a time. PYTHONUNBUFFERED=1 unless the environment says otherwise; False drops it.
     unbuffered: bool = True
+    # Put before argv when starting it (a thread's sandbox: `bwrap ... --`); not recorded
+    # as the command.
+    wrap: Sequence[str] = ()
 
     def child_env(self) -> dict[str, str]:
         """The environment the process starts with."""
@@ -162,7 +165,7 @@ def _start_shim(run: RunDir, req: LaunchRequest) -> tuple[int, int]:
     ready_r, ready_w = os.pipe()
     try:
         shim = subprocess.Popen(
-            ["/bin/sh", str(SHIM), str(run.path), *req.argv],
+            ["/bin/sh", str(SHIM), str(run.path), *req.wrap, *req.argv],
             stdin=ready_w,  # the shim reports the child's pid here; the child gets /dev/null
             stdout=log,
             stderr=log,

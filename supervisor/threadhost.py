@@ -26,6 +26,7 @@ from agent_threads.loop import BASE_PROMPT, LoopConfig
 from agent_threads.models.resolve import NO_MODEL, build_model, choose
 from agent_threads.permissions import Layer, Profile
 from agent_threads.runner import Prepared
+from agent_threads.sandbox import Sandbox, SandboxConfigError, SandboxError, SandboxPolicy, resolve
 from agent_threads.tools.base import LaunchedProcess, ToolContext
 from agent_threads.tools.registry import default_tools
 from state.db import Store
@@ -70,12 +71,15 @@ class ThreadHost:
             env["SUPERVISE_OUTPUT"] = str(output)
             env["SUPERVISE_PROCESS_ID"] = str(info.process_id)
         limits = hooks.limits if spec else self._user_limits()
+        policy = self._sandbox_policy(spec, agent)
+        sandbox = resolve(policy, self.env, self.paths.home, (output,) if output else ())
         ctx = ToolContext(
             thread_id=info.id,
             cwd=cwd,
             env=env,
             process_id=info.process_id,
             output_path=output,
+            sandbox=sandbox,
         )
         shell_hooks = self._shell_hooks(info, spec, agent, hooks)
         given = _settings(info.hooks if spec is None else spec.get("settings_hooks"))
@@ -85,7 +89,7 @@ class ThreadHost:
             *agent.get("extensions", []),
         ]
         ext = load_extensions(extensions, cwd)
-        launcher = self._launcher(info, env, profile, limits, name, shell_hooks, ext.specs)
+        launcher = self._launcher(info, env, profile, limits, name, shell_hooks, ext.specs, sandbox)
         ctx = replace(ctx, launch=launcher)
         system = BASE_PROMPT if info.process_id is None else f"{BASE_PROMPT}\n{info.prompt}"
         cfg = LoopConfig(
@@ -119,6 +123,19 @@ class ThreadHost:
         own = agent.get("permissions")
         return parent.inherit(Layer.from_mapping(own) if own is not None else None)
 
+    def _sandbox_policy(
+        self, spec: dict[str, Any] | None, agent: Mapping[str, Any]
+    ) -> SandboxPolicy:
+        """The hook file's agent.sandbox over the settings', never looser than the parent's."""
+        try:
+            raw = agent.get("sandbox")
+            policy = self.settings.sandbox
+            if raw is not None:
+                policy = SandboxPolicy.parse(raw).over(policy)
+            return policy.within(SandboxPolicy.from_json((spec or {}).get("parent_sandbox")))
+        except SandboxConfigError as exc:  # checked at load; a snapshot from an older version
+            raise SandboxError(f"agent.sandbox: {exc}") from exc
+
     def _shell_hooks(
         self,
         info: ThreadInfo,
@@ -150,6 +167,7 @@ class ThreadHost:
         model: str,
         shell_hooks: tuple[ShellHook, ...],
         extensions: list[str],
+        sandbox: Sandbox,
     ) -> Any:
         async def run_process(
             argv: list[str],
@@ -158,6 +176,10 @@ class ThreadHost:
             cwd: Path,
         ) -> LaunchedProcess:
             def start() -> LaunchedProcess:
+                try:  # the process runs in the thread's sandbox, and so do its threads
+                    wrap = sandbox.prefix(cwd, supervised=True)
+                except SandboxError as exc:
+                    raise UserError(str(exc)) from None
                 req = LaunchRequest(
                     argv=argv,
                     cwd=cwd,
@@ -172,7 +194,9 @@ class ThreadHost:
                         "parent_shell_hooks": [h.to_json() for h in shell_hooks],
                         "parent_extensions": list(extensions),
                         "model_default": model,
+                        "parent_sandbox": sandbox.policy.to_json(),
                     },
+                    wrap=wrap,
                 )
                 row = launch(self.store, self.paths, req)
                 assert row.id is not None

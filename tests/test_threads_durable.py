@@ -39,8 +39,10 @@ def test_resumed_after_sigkill_completes_exactly_once(env: Env, daemon: Daemon) 
             {"content": "finished"},
         ],
     )
-    hooks = hook_file(env, {"model": f"scripted:{turns.name}", "permissions": {"allow": ["Bash"]}})
-    run_hooked(env, hooks)
+    # Unsandboxed: the tool outlives the daemon, and the restarted daemon must kill it (a
+    # sandboxed tool dies with the daemon: tests/test_sandbox.py).
+    agent = {"model": f"scripted:{turns.name}", "permissions": {"allow": ["Bash"]}}
+    run_hooked(env, hook_file(env, {**agent, "sandbox": "off"}))
     pidfile = env.work / "slow.pid"
     wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), 15, "slow tool running")
     daemon.kill(signal.SIGKILL)

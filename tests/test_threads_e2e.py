@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import yaml
 from conftest import Daemon, Env, wait_until
@@ -235,25 +236,28 @@ def test_user_ask_and_send(env: Env, daemon: Daemon) -> None:
 
 
 def test_cancel_stops_a_running_tool(env: Env, daemon: Daemon) -> None:
-    turns = script(
-        env,
-        [{"tool_calls": [{"name": "Bash", "arguments": {"command": "echo $$ > pid; sleep 30"}}]}],
-    )
+    # The tool runs in the sandbox's PID namespace, where $$ means nothing outside: the
+    # sleep is found by its (unique) argument instead.
+    nap = f"30.{os.getpid()}"
+    command = f"sleep {nap}"
+    turns = script(env, [{"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]}])
     hooks = hook_file(env, {"model": f"scripted:{turns.name}", "permissions": {"allow": ["Bash"]}})
     run_hooked(env, hooks)
-    pidfile = env.work / "pid"
-    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), 15, "tool started")
+
+    def sleeping() -> list[psutil.Process]:
+        return [
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if (p.info["cmdline"] or [])[:2] == ["sleep", nap]
+        ]
+
+    wait_until(sleeping, 15, "tool started")
     env.cli("cancel", "t1", check=True)
     t = settled(env, "t1")
     assert t["status"] == "cancelled"
-    shell = int(pidfile.read_text())
 
     def gone() -> bool:
-        try:
-            os.kill(shell, 0)
-        except ProcessLookupError:
-            return True
-        return False
+        return not sleeping()
 
     wait_until(gone, 10, "the tool's process group killed")
     assert env.cli("cancel", "t1").returncode == 2

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from agent_threads.chat import ToolSpec
+from agent_threads.sandbox import Sandbox
 
 
 class ToolArgs(BaseModel):
@@ -53,6 +54,8 @@ class ToolContext:
     # Called with the pid (and process group) of a subprocess a tool starts, so that a
     # daemon that dies meanwhile can find and kill what it left behind.
     on_spawn: Callable[[int], Awaitable[None]] | None = None
+    # Where every command a tool runs is confined (agent_threads.sandbox); None runs it as is.
+    sandbox: Sandbox | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 

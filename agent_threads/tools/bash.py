@@ -12,6 +12,7 @@ import anyio
 from anyio.abc import ByteReceiveStream, Process
 from pydantic import Field
 
+from agent_threads.sandbox import SandboxError
 from agent_threads.tools.base import Tool, ToolArgs, ToolContext, ToolFailure, ToolResult
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -69,7 +70,10 @@ class BashTool(Tool):
     name = "Bash"
     description = (
         "Run a bash command in the working directory; stdout and stderr come back together. "
-        "$SUPERVISE_OUTPUT is the output log of the process that started this thread."
+        "$SUPERVISE_OUTPUT is the output log of the process that started this thread. "
+        "In the sandbox (the default where bubblewrap works) only the working directory and "
+        "the directories the hook file lists can be written, and /tmp is fresh for each "
+        "command: keep files you need later in the working directory."
     )
     Args = BashArgs
 
@@ -79,8 +83,17 @@ class BashTool(Tool):
         shell = shutil.which("bash") or "/bin/sh"
         timeout = args.timeout or DEFAULT_TIMEOUT_S
         out = _Output()
+        argv, notice = [shell, "-c", args.command], None
+        if ctx.sandbox is not None:
+            try:
+                argv = [*ctx.sandbox.prefix(ctx.cwd), *argv]
+            except SandboxError as exc:
+                raise ToolFailure(str(exc)) from None
+            notice = ctx.sandbox.notice.take()
+        # bwrap keeps this group (its PID namespace dies with it: --die-with-parent), so one
+        # group kill still ends everything the command started.
         proc = await anyio.open_process(
-            [shell, "-c", args.command],
+            argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -106,8 +119,11 @@ class BashTool(Tool):
             text += f"\n[timed out after {timeout:g}s; process group killed]"
         elif code:
             text += f"\n[exit code {code}]"
+        text = text.strip("\n") or "(no output)"
+        if notice:
+            text = f"[warning: {notice}]\n{text}"
         return ToolResult(
-            text.strip("\n") or "(no output)",
+            text,
             is_error=timed_out or bool(code),
             data={"exit_code": code, "timed_out": timed_out},
         )

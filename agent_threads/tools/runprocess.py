@@ -39,4 +39,7 @@ class RunProcessTool(Tool):
         except SuperviseError as exc:
             return ToolResult(f"could not start it: {exc}", is_error=True)
         data = {"process_id": p.id, "pid": p.pid, "name": p.name}
-        return ToolResult(f"started process {p.id} (pid {p.pid}, name {p.name})", data=data)
+        text = f"started process {p.id} (pid {p.pid}, name {p.name})"
+        # It runs in this thread's sandbox (see ThreadHost); say so when there is none.
+        notice = ctx.sandbox.notice.take() if ctx.sandbox is not None else None
+        return ToolResult(f"[warning: {notice}]\n{text}" if notice else text, data=data)
