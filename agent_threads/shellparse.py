@@ -43,7 +43,7 @@ class Command:
     @property
     def dynamic(self) -> bool:
         """Its program is only known when it runs: no deny rule can rule it out."""
-        return not self.argv or self.argv[0] is None
+        return bool(self.argv) and self.argv[0] is None
 
 
 @dataclass(frozen=True)
