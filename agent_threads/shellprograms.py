@@ -108,7 +108,7 @@ def _wrapper(prog: str, argv: Argv) -> Inner:
             problems.append(f"sets {a.split('=', 1)[0]} for the command")
         elif prog == "command" and a in ("-v", "-V"):
             return Inner()  # only prints what the name is
-        elif a.startswith("-") and len(a) > 1 and not a[1:].isdigit():
+        elif a.startswith("-") and len(a) > 1:
             name = a.split("=", 1)[0]
             if prog == "env" and name in ("-S", "--split-string"):
                 code.append(a.split("=", 1)[1] if "=" in a else _at(argv, i + 1))

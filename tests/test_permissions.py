@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_threads.permissions import Layer, Profile, Rule
+from agent_threads.permissions import Layer, Profile, Rule, Where
 from agent_threads.shellparse import parse
 
 DENY_RM = {"allow": ["Bash(git:*)", "Read"], "ask": ["Edit"], "deny": ["Bash(rm:*)"]}
@@ -124,6 +125,58 @@ def test_parse_finds_every_simple_command() -> None:
     assert argvs('echo "$(id)"') == [("id",), ("echo", None)]
     assert argvs("cat <(ls)") == [("ls",), ("cat", None)]
     assert parse("ls; ;").error is not None
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """tmp/w (the thread's directory, with a symlink `link` to tmp/outside) and tmp/home."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for d in ("w/sub", "outside", "home/runs/1"):
+        (tmp_path / d).mkdir(parents=True)
+    (tmp_path / "w" / "link").symlink_to(tmp_path / "outside")
+    (tmp_path / "w" / "spec-link").symlink_to(tmp_path / "home" / "runs" / "1" / "spec.json")
+    return tmp_path
+
+
+def test_path_rules_compare_the_real_path(tree: Path) -> None:
+    w, where = tree / "w", Where(cwd=tree / "w")
+    profile = Profile.from_json([{"allow": [f"Edit({w}/:*)", "Read"]}])
+
+    def edit(path: str) -> str:
+        return profile.check("Edit", {"path": path}, where).decision
+
+    assert edit(f"{w}/a.py") == edit("a.py") == edit("sub/new.py") == "allow"
+    assert edit("~/w/a.py") == "allow"  # ~ expands
+    assert edit(f"{w}/../outside/x") == "ask"  # `..` does not stay under /w/
+    assert edit("../outside/x") == "ask"  # relative to the thread's directory
+    assert edit(f"{w}/link/x") == "ask"  # a symlink is judged by its target
+    assert edit(f"{tree}/wx/a.py") == "ask"  # /w/ is a directory, not a text prefix
+    moved = Profile.from_json([{"allow": ["Edit(~/w/:*)", "Edit(sub/:*)"]}])
+    assert moved.check("Edit", {"path": f"{w}/a.py"}, where).decision == "allow"
+    assert moved.check("Edit", {"path": "sub/../../x"}, where).decision == "ask"
+
+
+def test_deny_path_rules_cannot_be_dodged(tree: Path) -> None:
+    where = Where(cwd=tree / "w")
+    profile = Profile.from_json([{"allow": ["Read"], "deny": [f"Read({tree}/outside/:*)"]}])
+    for path in ("link/secret", "../outside/secret", f"{tree}/w/./sub/../link/secret"):
+        assert profile.check("Read", {"path": path}, where).decision == "deny", path
+    assert profile.check("Read", {"path": "sub/x"}, where).decision == "allow"
+
+
+def test_supervise_home_is_never_a_tools(tree: Path) -> None:
+    where = Where(cwd=tree / "w", home=tree / "home")
+    everything = Profile.from_json([{"allow": ["*"]}])
+    spec = f"{tree}/home/runs/1/spec.json"
+    for tool, path in [
+        ("Edit", spec),
+        ("Write", "../home/runs/1/spec.json"),  # the issue's /w/../$SUPERVISE_HOME/... edit
+        ("Edit", "spec-link"),  # through a symlink
+        ("Read", f"{tree}/home/state.db"),
+    ]:
+        v = everything.check(tool, {"path": path}, where)
+        assert v.decision == "deny" and "$SUPERVISE_HOME" in v.reason, (tool, path)
+    assert everything.check("Edit", {"path": "a.py"}, where).decision == "allow"
 
 
 RULES = st.sampled_from(["Bash", "Bash(git:*)", "Bash(rm:*)", "Read", "*", "Edit", "Write(a:*)"])
