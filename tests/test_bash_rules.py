@@ -12,6 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import Daemon, Env
+from test_threads_e2e import hook_file, results, run_hooked, script, settled
 
 from agent_threads.permissions import Profile
 
@@ -179,3 +181,31 @@ def test_run_process_argv_gets_the_same_checks() -> None:
         (["env", "FOO=1", "python", "job.py"], "ask"),  # sets a variable for it
     ]:
         assert profile.check("RunProcess", {"command": argv}).decision == want, argv
+
+
+def test_comment_trick_is_denied_by_the_daemon(env: Env, daemon: Daemon) -> None:
+    """Items 1 and 2 end to end: a thread's tool calls through the real daemon."""
+    victim = env.work / "victim"
+    victim.write_text("precious")
+    spec = env.home / "runs" / "1" / "spec.json"
+    calls = [
+        {"name": "Bash", "arguments": {"command": "git status #'\nrm -f victim\n#'"}},
+        {
+            "name": "Edit",
+            "arguments": {
+                "path": f"{env.work}/../home/runs/1/spec.json",
+                "old_string": '"hooks"',
+                "new_string": '"hooks" ',
+            },
+        },
+    ]
+    turns = script(env, [{"tool_calls": [c]} for c in calls] + [{"content": "gave up"}])
+    perms = {"allow": ["Bash(git:*)", f"Edit({env.work}/:*)"], "deny": ["Bash(rm:*)"]}
+    hooks = hook_file(env, {"model": f"scripted:{turns.name}", "permissions": perms})
+    run_hooked(env, hooks)
+    t = settled(env, "t1", "completed")
+    bash, edit = results(t)
+    assert bash["status"] == "denied" and "`rm -f victim`" in bash["output"]
+    assert victim.read_text() == "precious"
+    assert edit["status"] == "denied" and "$SUPERVISE_HOME" in edit["output"]
+    assert '"hooks" ' not in spec.read_text()
