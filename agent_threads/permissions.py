@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from agent_threads import shellparse
+from agent_threads import shellparse, shellprograms
 from agent_threads.shellparse import Command
 
 Decision = Literal["allow", "ask", "deny"]
@@ -91,16 +91,19 @@ class Rule:
     def match_command(self, cmd: Command, *, by_name: bool) -> Match:
         """Whether the command's words start with (or, exact, are) the rule's words.
 
-        `by_name` (deny and ask) also compares the program's name without its directory, so
-        `Bash(rm:*)` sees `/bin/rm`; allow never does (`./git` is not git).
+        `by_name` (deny and ask) also compares other spellings of the same command, so
+        `Bash(rm:*)` sees `/bin/rm` and `Bash(git push:*)` sees `git -C x push`; allow never
+        does (`./git` is not git).
         """
         got = _match_words(self.words(), cmd.argv, cmd.more, self.prefix)
-        if got != "yes" and by_name and cmd.argv and cmd.argv[0] is not None:
-            base = (os.path.basename(cmd.argv[0]), *cmd.argv[1:])
-            named = _match_words(self.words(), base, cmd.more, self.prefix)
-            got = named if named != "no" else got
-        if by_name and cmd.dynamic:
+        if not by_name:
+            return got
+        if cmd.dynamic:
             return "maybe"
+        for other in shellprograms.aliases(cmd.argv):
+            alt = _match_words(self.words(), other, cmd.more, self.prefix)
+            if alt == "yes" or (alt == "maybe" and got == "no"):
+                got = alt
         return got
 
     def match_path(self, path: str, where: Where) -> bool:

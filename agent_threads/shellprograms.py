@@ -242,6 +242,24 @@ _GIT_CONFIG_WRITES = _set(
 )
 
 
+_GIT_VALUE_GLOBAL = _set("-C -c --git-dir --work-tree --namespace --config-env --super-prefix")
+
+
+def aliases(argv: Argv) -> list[Argv]:
+    """Other spellings of the same command, for deny rules: the program without its
+    directory, and git without its global options (`git -C x push` is `git push`)."""
+    prog = program(argv)
+    if prog is None:
+        return []
+    out: list[Argv] = [(prog, *argv[1:])]
+    if prog == "git":
+        i = 1
+        while i < len(argv) and argv[i] is not None and str(argv[i]).startswith("-"):
+            i += 2 if argv[i] in _GIT_VALUE_GLOBAL else 1
+        out.append((prog, *argv[i:]))
+    return out
+
+
 def git_problems(argv: Argv, *, globbed: bool, more: bool) -> list[str]:
     """Why a `Bash(git:*)` rule may not cover this git command (empty: it may)."""
     i = 1

@@ -80,6 +80,7 @@ TABLE: list[tuple[str, str, bool]] = [
     ("builtin command rm -f victim", "deny", RUNS_RM),
     ("exec rm -f victim", "deny", RUNS_RM),
     ("nice -n 5 rm -f victim", "deny", RUNS_RM),
+    ("nice -5 rm -f victim", "deny", RUNS_RM),
     ("nohup rm -f victim", "deny", RUNS_RM),
     ("time rm -f victim", "deny", RUNS_RM),
     ("timeout -s KILL 5 rm -f victim", "deny", RUNS_RM),
@@ -169,6 +170,22 @@ def test_table_is_big_enough() -> None:
 )
 def test_message_names_the_part(command: str, message: str) -> None:
     assert message in PROFILE.check("Bash", {"command": command}).reason
+
+
+@pytest.mark.parametrize(
+    ("command", "want"),
+    [
+        ("git -C x push", "deny"),
+        ("git --no-pager push origin", "deny"),
+        ("/usr/bin/git -c a=b push", "deny"),
+        ("git status", "allow"),
+        ("git -C push status", "allow"),  # -C takes the word push as its value
+        ("$GIT push", "ask"),  # only known when it runs
+    ],
+)
+def test_deny_sees_other_spellings(command: str, want: str) -> None:
+    profile = Profile.from_json([{"allow": ["Bash"], "deny": ["Bash(git push:*)"]}])
+    assert profile.check("Bash", {"command": command}).decision == want
 
 
 def test_run_process_argv_gets_the_same_checks() -> None:
