@@ -309,7 +309,7 @@ class _Run:
             return None
         ctx = self.cfg.ctx
         home = ctx.env.get("SUPERVISE_HOME")
-        where = Where(ctx.cwd, Path(home) if home else None)
+        where = Where(ctx.cwd, Path(home) if home else None, ctx.output_path)
         verdict = self.cfg.profile.check(call.name, call.arguments, where)
         approval = {"call_id": call.id, "name": call.name, "by": "rule", "reason": verdict.reason}
         if verdict.rule is not None:

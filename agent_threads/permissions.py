@@ -44,6 +44,7 @@ class Where:
 
     cwd: Path | None = None
     home: Path | None = None  # $SUPERVISE_HOME: the supervisor's state, never a tool's
+    output: Path | None = None  # the triggering process's output.log: in home, yet readable
 
 
 @dataclass(frozen=True)
@@ -263,10 +264,10 @@ class Layer:
             return Verdict(
                 "ask", None, f"{call.script.error}, so no prefix rule covers it; approval needed"
             )
-        return _allowed_commands(mine, call)
+        return _allowed_commands(mine, call, where)
 
 
-def _allowed_commands(mine: list[Rule], call: Call) -> Verdict:
+def _allowed_commands(mine: list[Rule], call: Call, where: Where) -> Verdict:
     assert call.script is not None
     used: list[str] = []
     parts = [c for c in call.script.commands if not c.wrapper]
@@ -274,15 +275,13 @@ def _allowed_commands(mine: list[Rule], call: Call) -> Verdict:
         rule = next(
             (r for r in mine if r.pattern and r.match_command(cmd, by_name=False) == "yes"), None
         )
-        if rule is None or cmd.problems:
-            why = f": {'; '.join(dict.fromkeys(cmd.problems))}" if rule is not None else ""
-            where = (
-                f" (in: `{_short(call.text or '')}`)"
-                if cmd.text.strip() != (call.text or "").strip()
-                else ""
-            )
+        problems = (*cmd.problems, *_home_problem(cmd, where))
+        if rule is None or problems:
+            why = f": {'; '.join(dict.fromkeys(problems))}" if rule is not None else ""
+            whole = (call.text or "").strip()
+            inside = f" (in: `{_short(whole)}`)" if cmd.text.strip() != whole else ""
             return Verdict(
-                "ask", None, f"no rule allows `{_short(cmd.text)}`{why}{where}; approval needed"
+                "ask", None, f"no rule allows `{_short(cmd.text)}`{why}{inside}; approval needed"
             )
         used.append(str(rule))
     if not used:
@@ -290,6 +289,20 @@ def _allowed_commands(mine: list[Rule], call: Call) -> Verdict:
             "ask", None, f"no rule allows {call.tool} `{_short(call.text or '')}`; approval needed"
         )
     return Verdict("allow", used[0], f"allowed by rule {', '.join(dict.fromkeys(used))}")
+
+
+def _home_problem(cmd: Command, where: Where) -> list[str]:
+    """A prefix rule never covers a command naming $SUPERVISE_HOME (sandbox or not)."""
+    if where.home is None:
+        return []
+    if "SUPERVISE_HOME" in cmd.text:
+        return ["it names $SUPERVISE_HOME, the supervisor's state"]
+    for word in cmd.argv[1:]:
+        if word and ("/" in word or word.startswith("~")) and "\0" not in word:
+            target = word.split("=", 1)[-1] if word.startswith("-") else word
+            if target and _off_limits(resolve(target, where), where, read=True):
+                return [f"{word} is in $SUPERVISE_HOME, the supervisor's state"]
+    return []
 
 
 def _hit(rule: Rule, call: Call, where: Where) -> tuple[Match, str] | None:
@@ -345,13 +358,19 @@ class Profile:
     def check(self, tool: str, arguments: Mapping[str, Any], where: Where | None = None) -> Verdict:
         where = where or Where()
         call = Call.of(tool, arguments, where)
-        if call.path is not None and where.home is not None and _inside(call.path, where.home):
+        if call.path is not None and _off_limits(call.path, where, read=tool == "Read"):
             why = f"{call.path} is in $SUPERVISE_HOME, the supervisor's state; no tool touches it"
             return Verdict("deny", None, why)
         if not self.layers:
             return Layer().judge(call, where)
         verdicts = [layer.judge(call, where) for layer in self.layers]
         return max(verdicts, key=lambda v: _RANK[v.decision])
+
+
+def _off_limits(path: str, where: Where, *, read: bool) -> bool:
+    if where.home is None or not _inside(path, where.home):
+        return False
+    return not (read and where.output is not None and path == os.path.realpath(where.output))
 
 
 def _inside(path: str, home: Path) -> bool:

@@ -15,6 +15,7 @@ import pytest
 from conftest import Daemon, Env
 from test_threads_e2e import hook_file, results, run_hooked, script, settled
 
+from agent_threads.hooks.shellspec import matcher_matches
 from agent_threads.permissions import Profile
 
 PROFILE = Profile.from_json(
@@ -226,3 +227,17 @@ def test_comment_trick_is_denied_by_the_daemon(env: Env, daemon: Daemon) -> None
     assert victim.read_text() == "precious"
     assert edit["status"] == "denied" and "$SUPERVISE_HOME" in edit["output"]
     assert '"hooks" ' not in spec.read_text()
+
+
+@pytest.mark.parametrize(
+    ("matcher", "command", "want"),
+    [
+        ("Bash(git:*)", "cd x && /usr/bin/git push", True),
+        ("Bash(rm:*)", "bash -c 'rm -f x'", True),
+        ("Bash(rm:*)", "git status #'\nrm -f victim\n#'", True),
+        ("Bash(git:*)", "echo git", False),
+        ("Bash(rm:*)", "echo 'rm -f x'", False),
+    ],
+)
+def test_hook_matchers_use_the_same_parse(matcher: str, command: str, want: bool) -> None:
+    assert matcher_matches(matcher, "Bash", {"command": command}) is want

@@ -205,3 +205,21 @@ def test_adding_a_layer_never_widens(
     after = Profile.from_json(layers).inherit(Layer.from_mapping(extra)).check(*call).decision
     if layers:  # an empty profile is the default "ask", which a first layer replaces
         assert RANK[after] >= RANK[before]
+
+
+def test_supervise_home_is_not_covered_by_a_bash_prefix(tree: Path) -> None:
+    output = tree / "home" / "runs" / "1" / "output.log"
+    where = Where(cwd=tree / "w", home=tree / "home", output=output)
+    profile = Profile.from_json([{"allow": ["Bash(cat:*)", "Bash(sed:*)", "Bash(tail:*)", "Read"]}])
+
+    def bash(command: str) -> str:
+        return profile.check("Bash", {"command": command}, where).decision
+
+    assert bash(f"cat {tree}/home/runs/1/spec.json") == "ask"
+    assert bash("sed -i s/a/b/ ../home/runs/1/spec.json") == "ask"
+    assert bash('cat "$SUPERVISE_HOME/runs/1/spec.json"') == "ask"
+    assert bash(f"tail -n 5 {output}") == bash('tail -n 5 "$SUPERVISE_OUTPUT"') == "allow"
+    assert bash("cat sub/x ../outside/y") == "allow"
+    assert profile.check("Read", {"path": str(output)}, where).decision == "allow"
+    edit = Profile.from_json([{"allow": ["*"]}]).check("Edit", {"path": str(output)}, where)
+    assert edit.decision == "deny"
