@@ -59,16 +59,23 @@ def _parser() -> Parser:
 
 def parse(text: str) -> Script:
     """The simple commands of `text`, wherever they sit."""
-    walk = _Walk(0)
-    walk.script(text)
+    walk = _read(text)
     if _GLUED.search(text):
         # bash joins `r\<newline>m` into `rm`; tree-sitter does not. Judge both readings.
-        other = _Walk(0)
-        other.script(_GLUED.sub("", text))
+        other = _read(_GLUED.sub("", text))
         if [c.argv for c in other.out] != [c.argv for c in walk.out]:
             walk.out += other.out
             walk.errors.append("a line continuation inside a word")
     return Script(tuple(walk.out), walk.errors[0] if walk.errors else None)
+
+
+def _read(text: str) -> _Walk:
+    walk = _Walk(0)
+    try:
+        walk.script(text)
+    except RecursionError:  # thousands of nested ( or $(: no reading, so no prefix rule
+        walk.errors.append("it nests too deeply to read")
+    return walk
 
 
 def from_argv(argv: list[str]) -> Script:
@@ -89,7 +96,7 @@ class _Walk:
             self.errors.append(f"shell code nested over {MAX_DEPTH} deep")
             self.out.append(Command((None,), text))
             return
-        root = _parser().parse(text.encode()).root_node
+        root = _parser().parse(text.encode(errors="surrogatepass")).root_node
         if root.has_error:
             bad = _first_error(root)
             where = bad.text.decode(errors="replace")[:40] if bad and bad.text else ""

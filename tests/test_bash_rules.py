@@ -241,3 +241,18 @@ def test_comment_trick_is_denied_by_the_daemon(env: Env, daemon: Daemon) -> None
 )
 def test_hook_matchers_use_the_same_parse(matcher: str, command: str, want: bool) -> None:
     assert matcher_matches(matcher, "Bash", {"command": command}) is want
+
+
+@pytest.mark.parametrize(
+    ("command", "want"),
+    [
+        ("(" * 3000 + "rm x" + ")" * 3000, "deny"),  # too deep for the walk: the fallback sees rm
+        ("$(" * 2000 + "ls" + ")" * 2000, "ask"),
+        ("ls \ud800; rm x", "deny"),  # a lone surrogate from JSON
+        ("ls \x00; rm x", "deny"),
+        ("ls " + "a" * 200_000, "allow"),
+    ],
+    ids=["deep-subshells", "deep-substitutions", "surrogate", "nul", "huge"],
+)
+def test_odd_input_never_crashes_the_check(command: str, want: str) -> None:
+    assert PROFILE.check("Bash", {"command": command}).decision == want
