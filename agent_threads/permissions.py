@@ -36,6 +36,12 @@ _KEYS = ("allow", "ask", "deny")
 _FREE = frozenset({"UpdatePlan"})  # no effect outside the thread: allowed unless a rule says
 _COMMAND_TOOLS = frozenset({"Bash", "RunProcess"})
 _PATH_TOOLS = frozenset({"Read", "Write", "Edit"})
+# Files whose contents later run as commands (git's config and hooks, shell start-up files):
+# writing one is running code, so `Edit(/w/:*)` alone does not cover it (exact rules do).
+_RUNS_LATER = re.compile(
+    r"/\.git/(config|hooks/.*|info/attributes)$|/\.(gitconfig|gitmodules|gitattributes|bashrc"
+    r"|bash_profile|bash_login|profile|zshrc|zprofile|zshenv)$"
+)
 
 
 @dataclass(frozen=True)
@@ -253,6 +259,10 @@ class Layer:
             return Verdict("allow", None, f"{call.tool} changes nothing outside the thread")
         if call.path is not None:
             rule = next((r for r in mine if r.match_path(call.path, where)), None)
+            risky = call.tool != "Read" and _RUNS_LATER.search(call.path)
+            if rule is not None and rule.prefix and risky:
+                why = f"{call.path} holds commands that git or a shell runs later"
+                return Verdict("ask", None, f"{why}; a prefix rule does not cover it")
             if rule is not None:
                 return Verdict("allow", str(rule), f"allowed by rule {rule}")
             return Verdict(

@@ -223,3 +223,14 @@ def test_supervise_home_is_not_covered_by_a_bash_prefix(tree: Path) -> None:
     assert profile.check("Read", {"path": str(output)}, where).decision == "allow"
     edit = Profile.from_json([{"allow": ["*"]}]).check("Edit", {"path": str(output)}, where)
     assert edit.decision == "deny"
+
+
+def test_files_that_run_later_are_not_covered_by_a_prefix(tree: Path) -> None:
+    w, where = tree / "w", Where(cwd=tree / "w")
+    profile = Profile.from_json([{"allow": [f"Edit({w}/:*)", f"Write({w}/.git/config)", "Read"]}])
+    for path in (".git/config", ".git/hooks/pre-commit", "sub/.gitattributes", ".bashrc"):
+        v = profile.check("Edit", {"path": path}, where)
+        assert v.decision == "ask" and "runs later" in v.reason, path
+    assert profile.check("Write", {"path": ".git/config"}, where).decision == "allow"  # exact
+    assert profile.check("Read", {"path": ".git/config"}, where).decision == "allow"
+    assert profile.check("Edit", {"path": ".git/HEAD"}, where).decision == "allow"
