@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import threading
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -52,9 +53,19 @@ class Script:
     error: str | None = None  # why the parse cannot be trusted (then commands are partial)
 
 
+_LOCAL = threading.local()  # a Parser is not safe to share between threads
+
+
 @lru_cache(maxsize=1)
+def _language() -> Language:
+    return Language(tree_sitter_bash.language())
+
+
 def _parser() -> Parser:
-    return Parser(Language(tree_sitter_bash.language()))
+    parser: Parser | None = getattr(_LOCAL, "parser", None)
+    if parser is None:
+        parser = _LOCAL.parser = Parser(_language())
+    return parser
 
 
 def parse(text: str) -> Script:
