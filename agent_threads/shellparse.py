@@ -25,7 +25,10 @@ from agent_threads.shellprograms import Argv
 MAX_DEPTH = 6  # `bash -c "bash -c ..."` nesting we follow before giving up
 _WRITE_OK = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
 _SUBST = frozenset({"command_substitution", "process_substitution"})
-_GLUED = re.compile(r"(?<=\S)\\\n(?=\S)")  # a continuation inside a word: tree-sitter splits it
+_MISREADS = (
+    (re.compile(r"(?<=\S)\\\n(?=\S)"), "", "a line continuation inside a word"),
+    (re.compile(r"(?<!\\)\n\\"), "\n \\", "a line that starts with a backslash"),
+)
 _ANSI = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r"}
 _ANSI |= {"t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
 _ANSI_RE = re.compile(r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|.)")
@@ -71,12 +74,15 @@ def _parser() -> Parser:
 def parse(text: str) -> Script:
     """The simple commands of `text`, wherever they sit."""
     walk = _read(text)
-    if _GLUED.search(text):
-        # bash joins `r\<newline>m` into `rm`; tree-sitter does not. Judge both readings.
-        other = _read(_GLUED.sub("", text))
-        if [c.argv for c in other.out] != [c.argv for c in walk.out]:
-            walk.out += other.out
-            walk.errors.append("a line continuation inside a word")
+    # Where tree-sitter and bash disagree, judge both readings (the union, for deny) and let
+    # no prefix rule cover the line. bash joins `r\<newline>m` into `rm`; tree-sitter does not.
+    # tree-sitter reads a newline then `\rm` as one word with the line before; bash does not.
+    for pattern, fix, why in _MISREADS:
+        if pattern.search(text):
+            other = _read(pattern.sub(fix.replace("\\", "\\\\"), text))
+            if [c.argv for c in other.out] != [c.argv for c in walk.out]:
+                walk.out += other.out
+                walk.errors.append(why)
     return Script(tuple(walk.out), walk.errors[0] if walk.errors else None)
 
 

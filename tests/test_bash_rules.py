@@ -8,6 +8,7 @@ would have been harmless anyway.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -74,6 +75,7 @@ TABLE: list[tuple[str, str, bool]] = [
     ("/bin/rm -f victim", "deny", RUNS_RM),
     ("$'\\x72m' -f victim", "deny", RUNS_RM),
     ("r\\\nm -f victim", "deny", RUNS_RM),
+    ("ls\n\\rm -f victim", "deny", RUNS_RM),  # tree-sitter glues it to the line before
     ("env rm -f victim", "deny", RUNS_RM),
     ("env -i PATH=/usr/bin:/bin rm -f victim", "deny", RUNS_RM),
     ("env -S 'rm -f victim'", "deny", RUNS_RM),
@@ -256,3 +258,27 @@ def test_hook_matchers_use_the_same_parse(matcher: str, command: str, want: bool
 )
 def test_odd_input_never_crashes_the_check(command: str, want: str) -> None:
     assert PROFILE.check("Bash", {"command": command}).decision == want
+
+
+RANK = {"allow": 0, "ask": 1, "deny": 2}
+
+
+@pytest.mark.parametrize(
+    ("command", "want"), [(c, w) for c, w, _ in TABLE], ids=[t[0] for t in TABLE]
+)
+def test_wrapping_a_command_never_loosens_it(command: str, want: str) -> None:
+    """Metamorphic: the same command in a list, a subshell, a group or `bash -c` is judged at
+    least as strictly; a deny stays a deny however it is wrapped."""
+    forms = [
+        f"ls\n{command}",
+        f"{command}\nls",
+        f"(\n{command}\n)",
+        f"{{\n{command}\n}}",
+        f"bash -c {shlex.quote(command)}",
+        f"timeout 9 bash -c {shlex.quote(command)}",
+    ]
+    for form in forms:
+        got = PROFILE.check("Bash", {"command": form}).decision
+        assert RANK[got] >= RANK[want], form
+        if want == "deny":
+            assert got == "deny", form
