@@ -16,6 +16,7 @@ rule sees them, and `$SUPERVISE_HOME` is never theirs. Pure but for resolving pa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -139,7 +140,9 @@ def _match_words(
 
 def resolve(raw: str, where: Where) -> str:
     """A path as the file tools reach it: `~` expanded, relative to cwd, `..` and symlinks gone."""
-    p = Path(raw).expanduser()
+    p = Path(raw)
+    with contextlib.suppress(RuntimeError):  # ~nosuchuser stays as written, as bash leaves it
+        p = p.expanduser()
     if not p.is_absolute():
         p = (where.cwd or Path.cwd()) / p
     return os.path.realpath(p)

@@ -151,6 +151,7 @@ def test_path_rules_compare_the_real_path(tree: Path) -> None:
     assert edit("../outside/x") == "ask"  # relative to the thread's directory
     assert edit(f"{w}/link/x") == "ask"  # a symlink is judged by its target
     assert edit(f"{tree}/wx/a.py") == "ask"  # /w/ is a directory, not a text prefix
+    assert edit("~nosuchuser/x") == "allow"  # bash leaves it as written: w/~nosuchuser/x
     moved = Profile.from_json([{"allow": ["Edit(~/w/:*)", "Edit(sub/:*)"]}])
     assert moved.check("Edit", {"path": f"{w}/a.py"}, where).decision == "allow"
     assert moved.check("Edit", {"path": "sub/../../x"}, where).decision == "ask"
