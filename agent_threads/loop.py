@@ -17,6 +17,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -43,7 +44,7 @@ from agent_threads.journal import Journal
 from agent_threads.lifecycle import Fired
 from agent_threads.lifepoints import RETRY_CAP, LifePoints, reply_of
 from agent_threads.models.retry import complete_with_retry
-from agent_threads.permissions import Profile, subject
+from agent_threads.permissions import Profile, Where, subject
 from agent_threads.tools.base import Tool, ToolContext, ToolResult
 from agent_threads.tools.registry import call_tool
 from state.errors import ModelAuthError, ModelError, TransientModelError
@@ -308,7 +309,10 @@ class _Run:
             text = f"The arguments were not a JSON object: {call.invalid[:500]!r}. Send an object."
             await self.result(call, ToolResult(text, is_error=True), "error")
             return None
-        verdict = self.cfg.profile.check(call.name, call.arguments)
+        ctx = self.cfg.ctx
+        home = ctx.env.get("SUPERVISE_HOME")
+        where = Where(ctx.cwd, Path(home) if home else None, ctx.output_path)
+        verdict = self.cfg.profile.check(call.name, call.arguments, where)
         approval = {"call_id": call.id, "name": call.name, "by": "rule", "reason": verdict.reason}
         if verdict.rule is not None:
             approval["rule"] = verdict.rule

@@ -4,24 +4,54 @@ Rules: `Tool` (any call of it), `Tool(prefix:*)` (its subject starts with prefix
 `Tool(exact)` (its subject is exactly that), `*` (any tool). In a layer, deny beats ask beats
 allow, and a tool no rule names asks. A profile is a stack of layers (the hook file's, and
 those of the threads above it); a call gets the strictest of their decisions, so a thread can
-never have more than its parent had. Pure: no I/O.
+never have more than its parent had.
+
+Bash commands are judged on a real parse (agent_threads/shellparse): a deny or ask rule hits
+if it matches any command the line runs, however quoted, wrapped or nested; an allow rule
+must match every one, and a prefix rule never covers a command that writes a file, runs a
+substitution, sets variables, or (for git) takes options that run programs. Read, Write and
+Edit paths are resolved (`~`, relative to the thread's directory, `..`, symlinks) before any
+rule sees them, and `$SUPERVISE_HOME` is never theirs. Pure but for resolving paths.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
+from agent_threads import shellparse, shellprograms
+from agent_threads.shellparse import Command
+
 Decision = Literal["allow", "ask", "deny"]
+Match = Literal["yes", "maybe", "no"]
 _RANK: dict[Decision, int] = {"allow": 0, "ask": 1, "deny": 2}
 _RULE = re.compile(r"^\s*(\*|[A-Za-z_][A-Za-z0-9_]*)\s*(?:\((.*)\))?\s*$", re.DOTALL)
 _FORMS = "write Bash, Bash(git:*), Read(/etc/hosts) or *"
-_OPAQUE = ("$(", "`", "<(", ">(")  # constructs whose commands we cannot see
 _KEYS = ("allow", "ask", "deny")
 _FREE = frozenset({"UpdatePlan"})  # no effect outside the thread: allowed unless a rule says
+_COMMAND_TOOLS = frozenset({"Bash", "RunProcess"})
+_PATH_TOOLS = frozenset({"Read", "Write", "Edit"})
+# Files whose contents later run as commands (git's config and hooks, shell start-up files):
+# writing one is running code, so `Edit(/w/:*)` alone does not cover it (exact rules do).
+_RUNS_LATER = re.compile(
+    r"/\.git/(config|hooks/.*|info/attributes)$|/\.(gitconfig|gitmodules|gitattributes|bashrc"
+    r"|bash_profile|bash_login|profile|zshrc|zprofile|zshenv)$"
+)
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a call is judged from: relative paths resolve against `cwd`; `home` is off limits."""
+
+    cwd: Path | None = None
+    home: Path | None = None  # $SUPERVISE_HOME: the supervisor's state, never a tool's
+    output: Path | None = None  # the triggering process's output.log: in home, yet readable
 
 
 @dataclass(frozen=True)
@@ -59,63 +89,113 @@ class Rule:
     def names(self, tool: str) -> bool:
         return self.tool in ("*", tool)
 
-    def matches_text(self, text: str) -> bool:
+    def words(self) -> tuple[str, ...]:
         assert self.pattern is not None
-        if not self.prefix:
-            return text == self.pattern
-        if not text.startswith(self.pattern):
-            return False
-        rest = text[len(self.pattern) :]
-        # A word boundary: `git:*` matches `git status`, not `gitk`; `out/:*` needs none.
-        return not rest or not self.pattern[-1].isalnum() or not rest[0].isalnum()
+        try:
+            return tuple(shlex.split(self.pattern))
+        except ValueError:
+            return tuple(self.pattern.split())
+
+    def match_command(self, cmd: Command, *, by_name: bool) -> Match:
+        """Whether the command's words start with (or, exact, are) the rule's words.
+
+        `by_name` (deny and ask) also compares other spellings of the same command, so
+        `Bash(rm:*)` sees `/bin/rm` and `Bash(git push:*)` sees `git -C x push`; allow never
+        does (`./git` is not git).
+        """
+        got = _match_words(self.words(), cmd.argv, cmd.more, self.prefix)
+        if not by_name:
+            return got
+        if cmd.dynamic:
+            return "maybe"
+        for other in shellprograms.aliases(cmd.argv):
+            alt = _match_words(self.words(), other, cmd.more, self.prefix)
+            if alt == "yes" or (alt == "maybe" and got == "no"):
+                got = alt
+        return got
+
+    def match_path(self, path: str, where: Where) -> bool:
+        assert self.pattern is not None
+        pat = resolve(self.pattern, where)
+        return path == pat or (self.prefix and path.startswith(pat.rstrip("/") + "/"))
+
+
+def _match_words(
+    words: tuple[str, ...], argv: tuple[str | None, ...], more: bool, prefix: bool
+) -> Match:
+    """Word by word; after a word only known at run time (it may split), nothing is sure."""
+    unknown = False
+    for i, want in enumerate(words):
+        if i >= len(argv):
+            return "maybe" if more or unknown else "no"
+        got = argv[i]
+        if got is None:
+            unknown = True
+        elif got != want and not unknown:
+            return "no"
+    if not prefix and (len(argv) > len(words) or more):
+        return "maybe" if unknown or more else "no"
+    return "maybe" if unknown or not words else "yes"
+
+
+def resolve(raw: str, where: Where) -> str:
+    """A path as the file tools reach it: `~` expanded, relative to cwd, `..` and symlinks gone."""
+    p = Path(raw)
+    with contextlib.suppress(RuntimeError):  # ~nosuchuser stays as written, as bash leaves it
+        p = p.expanduser()
+    if not p.is_absolute():
+        p = (where.cwd or Path.cwd()) / p
+    return os.path.realpath(p)
 
 
 def subject(tool: str, arguments: Mapping[str, Any]) -> str | None:
     """What `Tool(...)` rules compare against: a command or a path; None for other tools."""
-    if tool in ("Bash", "RunProcess"):
+    if tool in _COMMAND_TOOLS:
         cmd = arguments.get("command")
         if isinstance(cmd, list):
             return shlex.join(str(c) for c in cmd)
         return cmd if isinstance(cmd, str) else None
-    if tool in ("Read", "Write", "Edit"):
+    if tool in _PATH_TOOLS:
         path = arguments.get("path")
         return path if isinstance(path, str) else None
     return None
 
 
-def split_commands(command: str) -> list[str] | None:
-    """A shell command's simple commands (split on ; && || | & and newlines, outside quotes).
+@dataclass(frozen=True)
+class Call:
+    """A tool call as rules see it: its commands (Bash, RunProcess) or its resolved path."""
 
-    None when it holds something we cannot see through (`$(...)`, backticks, `<(...)`).
-    """
-    parts: list[str] = []
-    buf: list[str] = []
-    quote: str | None = None
-    i = 0
-    while i < len(command):
-        ch = command[i]
-        if quote is None and command.startswith(_OPAQUE, i):
-            return None
-        if quote == '"' and command.startswith(("$(", "`"), i):
-            return None
-        if ch == "\\" and quote != "'" and i + 1 < len(command):
-            buf.append(command[i : i + 2])
-            i += 2
-            continue
-        if quote is not None:
-            quote = None if ch == quote else quote
-            buf.append(ch)
-        elif ch in "'\"":
-            quote = ch
-            buf.append(ch)
-        elif ch in ";&|\n":
-            parts.append("".join(buf))
-            buf = []
-        else:
-            buf.append(ch)
-        i += 1
-    parts.append("".join(buf))
-    return [p.strip() for p in parts if p.strip()]
+    tool: str
+    text: str | None = None  # the subject as written
+    script: shellparse.Script | None = None
+    path: str | None = None
+
+    @classmethod
+    def of(cls, tool: str, arguments: Mapping[str, Any], where: Where) -> Call:
+        text = subject(tool, arguments)
+        if text is None:
+            return cls(tool)
+        if tool in _PATH_TOOLS:
+            if "\0" in text:
+                return cls(tool, text)
+            return cls(tool, text, path=resolve(text, where))
+        cmd = arguments.get("command")
+        if isinstance(cmd, list):
+            return cls(tool, text, shellparse.from_argv([str(c) for c in cmd]))
+        return cls(tool, text, shellparse.parse(text))
+
+    def fallback(self) -> list[Command]:
+        """When the parse failed: every command-like piece, for deny and ask only."""
+        pieces = re.split(r"\$\(|<\(|>\(|[`;&|\n(){}]", self.text or "")
+        out = []
+        for piece in pieces:
+            try:
+                words = shlex.split(piece)
+            except ValueError:
+                words = piece.replace("'", " ").replace('"', " ").split()
+            if words:
+                out.append(Command(tuple(w.replace("\\", "") for w in words), piece.strip()))
+        return out
 
 
 @dataclass(frozen=True)
@@ -154,64 +234,123 @@ class Layer:
     def to_json(self) -> dict[str, list[str]]:
         return {k: [str(r) for r in getattr(self, k)] for k in _KEYS}
 
-    def check(self, tool: str, arguments: Mapping[str, Any]) -> Verdict:
-        subj = subject(tool, arguments)
-        segments = _segments(tool, subj)
-        for rule in self.deny:
-            if _hits(rule, tool, segments, subj):
-                return Verdict("deny", str(rule), f"denied by rule {rule}")
+    def check(self, tool: str, arguments: Mapping[str, Any], where: Where | None = None) -> Verdict:
+        return self.judge(Call.of(tool, arguments, where or Where()), where or Where())
+
+    def judge(self, call: Call, where: Where) -> Verdict:
+        hits = [(r, _hit(r, call, where)) for r in self.deny]
+        for rule, hit in hits:
+            if hit is not None and hit[0] == "yes":
+                return Verdict("deny", str(rule), f"denied by rule {rule}{_part(call, hit[1])}")
+        for rule, hit in hits:
+            if hit is not None and hit[0] == "maybe":
+                why = f"`{_short(hit[1])}` is only known when it runs; rule {rule} may deny it"
+                return Verdict("ask", str(rule), f"{why}; approval needed")
         for rule in self.ask:
-            if _hits(rule, tool, segments, subj):
-                return Verdict("ask", str(rule), f"rule {rule} asks for approval")
-        allowed = _allowed(self.allow, tool, segments)
-        if allowed is not None:
-            return Verdict("allow", allowed, f"allowed by rule {allowed}")
-        if tool in _FREE:
-            return Verdict("allow", None, f"{tool} changes nothing outside the thread")
-        return Verdict("ask", None, f"no rule allows {tool}; approval needed")
+            hit = _hit(rule, call, where)
+            if hit is not None and hit[0] != "no":
+                why = f"rule {rule} asks for approval{_part(call, hit[1])}"
+                return Verdict("ask", str(rule), why)
+        return self.allowed(call, where)
+
+    def allowed(self, call: Call, where: Where) -> Verdict:
+        mine = [r for r in self.allow if r.names(call.tool)]
+        plain = next((r for r in mine if r.pattern is None), None)
+        if plain is not None:
+            return Verdict("allow", str(plain), f"allowed by rule {plain}")
+        if call.tool in _FREE:
+            return Verdict("allow", None, f"{call.tool} changes nothing outside the thread")
+        if call.path is not None:
+            rule = next((r for r in mine if r.match_path(call.path, where)), None)
+            risky = call.tool != "Read" and _RUNS_LATER.search(call.path)
+            if rule is not None and rule.prefix and risky:
+                why = f"{call.path} holds commands that git or a shell runs later"
+                return Verdict("ask", None, f"{why}; a prefix rule does not cover it")
+            if rule is not None:
+                return Verdict("allow", str(rule), f"allowed by rule {rule}")
+            return Verdict(
+                "ask", None, f"no rule allows {call.tool} of {call.path}; approval needed"
+            )
+        if call.script is None or not mine:
+            return Verdict("ask", None, f"no rule allows {call.tool}; approval needed")
+        if call.script.error is not None:
+            return Verdict(
+                "ask", None, f"{call.script.error}, so no prefix rule covers it; approval needed"
+            )
+        return _allowed_commands(mine, call, where)
 
 
-def _segments(tool: str, subj: str | None) -> list[str] | None:
-    """The texts subject rules look at: each simple command of Bash, else the subject."""
-    if subj is None:
-        return []
-    if tool == "Bash":
-        return split_commands(subj)
-    return [subj]
-
-
-def _loose_split(command: str) -> list[str]:
-    """Every command-like piece, substitutions included: for deny and ask, never allow."""
-    pieces = re.split(r"\$\(|<\(|>\(|[`;&|\n()]", command)
-    return [p.strip().strip("\"'").strip() for p in pieces if p.strip()]
-
-
-def _hits(rule: Rule, tool: str, segments: list[str] | None, subj: str | None) -> bool:
-    """For deny and ask: the rule names the tool and, with a pattern, any part matches."""
-    if not rule.names(tool):
-        return False
-    if rule.pattern is None:
-        return True
-    if segments is None:  # opaque: look inside the substitutions too
-        segments = _loose_split(subj or "")
-    return any(rule.matches_text(s) for s in segments)
-
-
-def _allowed(rules: tuple[Rule, ...], tool: str, segments: list[str] | None) -> str | None:
-    """For allow: a plain rule, or every part of the command matched by some pattern rule."""
-    mine = [r for r in rules if r.names(tool)]
-    plain = next((r for r in mine if r.pattern is None), None)
-    if plain is not None:
-        return str(plain)
-    if not segments:
-        return None  # no subject, or one we cannot see through: patterns prove nothing
+def _allowed_commands(mine: list[Rule], call: Call, where: Where) -> Verdict:
+    assert call.script is not None
     used: list[str] = []
-    for seg in segments:
-        rule = next((r for r in mine if r.pattern is not None and r.matches_text(seg)), None)
-        if rule is None:
-            return None
+    parts = [c for c in call.script.commands if not c.wrapper]
+    for cmd in parts:
+        rule = next(
+            (r for r in mine if r.pattern and r.match_command(cmd, by_name=False) == "yes"), None
+        )
+        problems = (*cmd.problems, *_home_problem(cmd, where))
+        if rule is None or problems:
+            why = f": {'; '.join(dict.fromkeys(problems))}" if rule is not None else ""
+            whole = (call.text or "").strip()
+            inside = f" (in: `{_short(whole)}`)" if cmd.text.strip() != whole else ""
+            return Verdict(
+                "ask", None, f"no rule allows `{_short(cmd.text)}`{why}{inside}; approval needed"
+            )
         used.append(str(rule))
-    return ", ".join(dict.fromkeys(used))
+    if not used:
+        return Verdict(
+            "ask", None, f"no rule allows {call.tool} `{_short(call.text or '')}`; approval needed"
+        )
+    return Verdict("allow", used[0], f"allowed by rule {', '.join(dict.fromkeys(used))}")
+
+
+def _home_problem(cmd: Command, where: Where) -> list[str]:
+    """A prefix rule never covers a command naming $SUPERVISE_HOME (sandbox or not)."""
+    if where.home is None:
+        return []
+    if "SUPERVISE_HOME" in cmd.text:
+        return ["it names $SUPERVISE_HOME, the supervisor's state"]
+    for word in cmd.argv[1:]:
+        if word and ("/" in word or word.startswith("~")) and "\0" not in word:
+            target = word.split("=", 1)[-1] if word.startswith("-") else word
+            if target and _off_limits(resolve(target, where), where, read=True):
+                return [f"{word} is in $SUPERVISE_HOME, the supervisor's state"]
+    return []
+
+
+def _hit(rule: Rule, call: Call, where: Where) -> tuple[Match, str] | None:
+    """For deny and ask: None if the rule does not name the tool, else whether it matches
+    (any command the call runs, for Bash) and the part it matched."""
+    if not rule.names(call.tool):
+        return None
+    if rule.pattern is None:
+        return "yes", ""
+    if call.path is not None:
+        return ("yes" if rule.match_path(call.path, where) else "no"), call.path
+    if call.script is None:
+        return "no", ""
+    commands = list(call.script.commands)
+    if call.script.error is not None:
+        commands += call.fallback()
+    maybe: tuple[Match, str] = ("no", "")
+    for cmd in commands:
+        got = rule.match_command(cmd, by_name=True)
+        if got == "yes":
+            return "yes", cmd.text
+        if got == "maybe" and maybe[0] == "no":
+            maybe = ("maybe", cmd.text)
+    return maybe
+
+
+def _part(call: Call, part: str) -> str:
+    if not part or part.strip() == (call.text or "").strip():
+        return ""
+    return f": `{_short(part)}`"
+
+
+def _short(text: str) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= 120 else one[:119] + "…"
 
 
 @dataclass(frozen=True)
@@ -229,8 +368,33 @@ class Profile:
         """The parent's layers plus the child's own: a child can only be stricter."""
         return self if child is None else Profile((*self.layers, child))
 
-    def check(self, tool: str, arguments: Mapping[str, Any]) -> Verdict:
+    def check(self, tool: str, arguments: Mapping[str, Any], where: Where | None = None) -> Verdict:
+        where = where or Where()
+        call = Call.of(tool, arguments, where)
+        if call.path is not None and _off_limits(call.path, where, read=tool == "Read"):
+            why = f"{call.path} is in $SUPERVISE_HOME, the supervisor's state; no tool touches it"
+            return Verdict("deny", None, why)
         if not self.layers:
-            return Layer().check(tool, arguments)
-        verdicts = [layer.check(tool, arguments) for layer in self.layers]
+            return Layer().judge(call, where)
+        verdicts = [layer.judge(call, where) for layer in self.layers]
         return max(verdicts, key=lambda v: _RANK[v.decision])
+
+
+def _off_limits(path: str, where: Where, *, read: bool) -> bool:
+    if where.home is None or not _inside(path, where.home):
+        return False
+    return not (read and where.output is not None and path == os.path.realpath(where.output))
+
+
+def _inside(path: str, home: Path) -> bool:
+    root = os.path.realpath(home)
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def rule_applies(
+    rule: Rule, tool: str, arguments: Mapping[str, Any], where: Where | None = None
+) -> bool:
+    """Whether a rule (as a hook matcher) names this call: any command it runs may match."""
+    where = where or Where()
+    hit = _hit(rule, Call.of(tool, arguments, where), where)
+    return hit is not None and hit[0] != "no"

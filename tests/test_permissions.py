@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_threads.permissions import Layer, Profile, Rule, split_commands
+from agent_threads.permissions import Layer, Profile, Rule, Where
+from agent_threads.shellparse import parse
 
 DENY_RM = {"allow": ["Bash(git:*)", "Read"], "ask": ["Edit"], "deny": ["Bash(rm:*)"]}
 
@@ -81,7 +83,7 @@ def test_verdict_says_which_rule() -> None:
     v = Profile.from_json([DENY_RM]).check("Bash", {"command": "rm x"})
     assert (v.rule, v.reason) == ("Bash(rm:*)", "denied by rule Bash(rm:*)")
     v = Profile.from_json([DENY_RM]).check("Write", {"path": "x"})
-    assert v.rule is None and v.reason == "no rule allows Write; approval needed"
+    assert v.rule is None and v.reason.startswith("no rule allows Write of /")
 
 
 @pytest.mark.parametrize(
@@ -114,11 +116,68 @@ def test_rules_round_trip() -> None:
     assert Profile.from_json(profile.to_json()) == profile
 
 
-def test_split_commands() -> None:
-    assert split_commands("a; b && c || d | e & f") == ["a", "b", "c", "d", "e", "f"]
-    assert split_commands("echo 'x;y' \"a&&b\" c\\;d") == ["echo 'x;y' \"a&&b\" c\\;d"]
-    assert split_commands('echo "$(id)"') is None
-    assert split_commands("cat <(ls)") is None
+def test_parse_finds_every_simple_command() -> None:
+    def argvs(text: str) -> list[tuple[str | None, ...]]:
+        return [c.argv for c in parse(text).commands]
+
+    assert argvs("a; b && c || d | e & f") == [("a",), ("b",), ("c",), ("d",), ("e",), ("f",)]
+    assert argvs("echo 'x;y' \"a&&b\" c\\;d") == [("echo", "x;y", "a&&b", "c;d")]
+    assert argvs('echo "$(id)"') == [("id",), ("echo", None)]
+    assert argvs("cat <(ls)") == [("ls",), ("cat", None)]
+    assert parse("ls; ;").error is not None
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """tmp/w (the thread's directory, with a symlink `link` to tmp/outside) and tmp/home."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for d in ("w/sub", "outside", "home/runs/1"):
+        (tmp_path / d).mkdir(parents=True)
+    (tmp_path / "w" / "link").symlink_to(tmp_path / "outside")
+    (tmp_path / "w" / "spec-link").symlink_to(tmp_path / "home" / "runs" / "1" / "spec.json")
+    return tmp_path
+
+
+def test_path_rules_compare_the_real_path(tree: Path) -> None:
+    w, where = tree / "w", Where(cwd=tree / "w")
+    profile = Profile.from_json([{"allow": [f"Edit({w}/:*)", "Read"]}])
+
+    def edit(path: str) -> str:
+        return profile.check("Edit", {"path": path}, where).decision
+
+    assert edit(f"{w}/a.py") == edit("a.py") == edit("sub/new.py") == "allow"
+    assert edit("~/w/a.py") == "allow"  # ~ expands
+    assert edit(f"{w}/../outside/x") == "ask"  # `..` does not stay under /w/
+    assert edit("../outside/x") == "ask"  # relative to the thread's directory
+    assert edit(f"{w}/link/x") == "ask"  # a symlink is judged by its target
+    assert edit(f"{tree}/wx/a.py") == "ask"  # /w/ is a directory, not a text prefix
+    assert edit("~nosuchuser/x") == "allow"  # bash leaves it as written: w/~nosuchuser/x
+    moved = Profile.from_json([{"allow": ["Edit(~/w/:*)", "Edit(sub/:*)"]}])
+    assert moved.check("Edit", {"path": f"{w}/a.py"}, where).decision == "allow"
+    assert moved.check("Edit", {"path": "sub/../../x"}, where).decision == "ask"
+
+
+def test_deny_path_rules_cannot_be_dodged(tree: Path) -> None:
+    where = Where(cwd=tree / "w")
+    profile = Profile.from_json([{"allow": ["Read"], "deny": [f"Read({tree}/outside/:*)"]}])
+    for path in ("link/secret", "../outside/secret", f"{tree}/w/./sub/../link/secret"):
+        assert profile.check("Read", {"path": path}, where).decision == "deny", path
+    assert profile.check("Read", {"path": "sub/x"}, where).decision == "allow"
+
+
+def test_supervise_home_is_never_a_tools(tree: Path) -> None:
+    where = Where(cwd=tree / "w", home=tree / "home")
+    everything = Profile.from_json([{"allow": ["*"]}])
+    spec = f"{tree}/home/runs/1/spec.json"
+    for tool, path in [
+        ("Edit", spec),
+        ("Write", "../home/runs/1/spec.json"),  # the issue's /w/../$SUPERVISE_HOME/... edit
+        ("Edit", "spec-link"),  # through a symlink
+        ("Read", f"{tree}/home/state.db"),
+    ]:
+        v = everything.check(tool, {"path": path}, where)
+        assert v.decision == "deny" and "$SUPERVISE_HOME" in v.reason, (tool, path)
+    assert everything.check("Edit", {"path": "a.py"}, where).decision == "allow"
 
 
 RULES = st.sampled_from(["Bash", "Bash(git:*)", "Bash(rm:*)", "Read", "*", "Edit", "Write(a:*)"])
@@ -130,6 +189,12 @@ CALLS = st.sampled_from(
         ("Bash", {"command": "git status"}),
         ("Bash", {"command": "rm -rf /"}),
         ("Bash", {"command": "git x && rm y"}),
+        ("Bash", {"command": "git status #'\nrm -f v\n#'"}),
+        ("Bash", {"command": "git -c alias.x='!rm v' x"}),
+        ("Bash", {"command": "timeout 5 /bin/rm v"}),
+        ("Bash", {"command": "$X v"}),
+        ("Bash", {"command": "ls; ;"}),
+        ("Read", {"path": "a/../../etc/passwd"}),
         ("Read", {"path": "a"}),
         ("Write", {"path": "a/b"}),
         ("Edit", {"path": "c"}),
@@ -147,3 +212,32 @@ def test_adding_a_layer_never_widens(
     after = Profile.from_json(layers).inherit(Layer.from_mapping(extra)).check(*call).decision
     if layers:  # an empty profile is the default "ask", which a first layer replaces
         assert RANK[after] >= RANK[before]
+
+
+def test_supervise_home_is_not_covered_by_a_bash_prefix(tree: Path) -> None:
+    output = tree / "home" / "runs" / "1" / "output.log"
+    where = Where(cwd=tree / "w", home=tree / "home", output=output)
+    profile = Profile.from_json([{"allow": ["Bash(cat:*)", "Bash(sed:*)", "Bash(tail:*)", "Read"]}])
+
+    def bash(command: str) -> str:
+        return profile.check("Bash", {"command": command}, where).decision
+
+    assert bash(f"cat {tree}/home/runs/1/spec.json") == "ask"
+    assert bash("sed -i s/a/b/ ../home/runs/1/spec.json") == "ask"
+    assert bash('cat "$SUPERVISE_HOME/runs/1/spec.json"') == "ask"
+    assert bash(f"tail -n 5 {output}") == bash('tail -n 5 "$SUPERVISE_OUTPUT"') == "allow"
+    assert bash("cat sub/x ../outside/y") == "allow"
+    assert profile.check("Read", {"path": str(output)}, where).decision == "allow"
+    edit = Profile.from_json([{"allow": ["*"]}]).check("Edit", {"path": str(output)}, where)
+    assert edit.decision == "deny"
+
+
+def test_files_that_run_later_are_not_covered_by_a_prefix(tree: Path) -> None:
+    w, where = tree / "w", Where(cwd=tree / "w")
+    profile = Profile.from_json([{"allow": [f"Edit({w}/:*)", f"Write({w}/.git/config)", "Read"]}])
+    for path in (".git/config", ".git/hooks/pre-commit", "sub/.gitattributes", ".bashrc"):
+        v = profile.check("Edit", {"path": path}, where)
+        assert v.decision == "ask" and "runs later" in v.reason, path
+    assert profile.check("Write", {"path": ".git/config"}, where).decision == "allow"  # exact
+    assert profile.check("Read", {"path": ".git/config"}, where).decision == "allow"
+    assert profile.check("Edit", {"path": ".git/HEAD"}, where).decision == "allow"

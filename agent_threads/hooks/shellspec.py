@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent_threads.permissions import Rule, split_commands, subject
+from agent_threads.permissions import Rule, rule_applies
 
 EVENTS = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "SessionStart", "SessionEnd")
 TOOL_EVENTS = ("PreToolUse", "PostToolUse")
@@ -87,13 +87,8 @@ def matcher_matches(matcher: str | None, tool: str, arguments: Mapping[str, Any]
     except ValueError:
         rule = None
     if rule is not None and rule.pattern is not None:
-        if not rule.names(tool):
-            return False
-        subj = subject(tool, arguments)
-        if subj is None:
-            return False
-        parts = split_commands(subj) if tool == "Bash" else [subj]
-        return any(rule.matches_text(p) for p in parts or [subj])
+        # On the same parse as permission rules: `Bash(git:*)` sees `cd x && git push`.
+        return rule_applies(rule, tool, arguments)
     try:
         return re.fullmatch(text, tool) is not None
     except re.error:
