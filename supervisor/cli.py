@@ -384,7 +384,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: every SuperviseError becomes its message and exit code, no traceback."""
     args = _parser().parse_args(argv)
     try:
-        return int(COMMANDS[args.command](args, state_paths()))
+        paths = state_paths()
+        if args.command != "hooks":  # the only command that never reads the state
+            paths.ensure()
+        return int(COMMANDS[args.command](args, paths))
     except SuperviseError as exc:
         err(f"supervise: {exc}" if not isinstance(exc, HookFileError) else str(exc))
         return exc.exit_code
