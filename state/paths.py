@@ -64,6 +64,8 @@ class StatePaths:
             if not self.runs.is_symlink():  # judged below: never create through a link
                 self.runs.mkdir(mode=0o700, exist_ok=True)
         except OSError as exc:
+            if self.home.is_dir():
+                check_state_dir(self.home, self.runs, self.db)  # says why, e.g. read-only
             raise StateError(
                 f"{exc.filename or self.home}: cannot create the state directory: "
                 f"{exc.strerror}; set SUPERVISE_HOME to a writable directory"
