@@ -1,7 +1,8 @@
 """The supervisor loop: watch run dirs, scan output, fire hooks, notice ends, arm timeouts.
 
 Event-driven throughout: a pidfd per process for its end (the shim writes exit.json, then
-exits), APScheduler date jobs for timeouts, and inotify for the rest. The blocking work runs
+exits), event-loop timers for timeouts (APScheduler date jobs for retries), and inotify
+for the rest. The blocking work runs
 in a worker thread, processes one after the other.
 
 Output is read in coalesced batches, because a watch costs the writer: with an IN_MODIFY
@@ -67,6 +68,7 @@ log = logging.getLogger("supervise.daemon")
 STEP_SLICE_S = 0.02  # one worker hop steps processes for this long, then the loop runs
 CATCH_UP_S = 30.0  # threads wait at most this long for recovery's first pass
 RETRY_S = 2.0  # after a failed step (disk full, database locked): try that process again
+MAX_TIMER_S = 60.0  # a timeout timer wakes at least this often (see _arm_timeout)
 COALESCE_S = 0.001  # after a wake-up, let a burst of control events collapse
 # No IN_MODIFY: output has its own one-shot watch (see the module's docstring).
 RUN_DIR_EVENTS = IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE
@@ -120,6 +122,7 @@ class Daemon:
         self.output_drained = anyio.Event()
         self.output_due = 0.0  # monotonic time before which output is not read again
         self.scheduler: AsyncIOScheduler | None = None
+        self.timers: dict[tuple[int, str], asyncio.TimerHandle] = {}  # (process id, hook)
         self._tg: TaskGroup | None = None
 
     # -- queueing work ---------------------------------------------------------------------
@@ -408,8 +411,8 @@ class Daemon:
         if res.ended:
             self._forget(pid)
             return
-        for hook, deadline in res.timeouts:
-            self._arm_timeout(pid, hook, deadline)
+        for hook, delay in res.timeouts:
+            self._arm_timeout(pid, hook, delay)
         if res.recheck_at is not None:
             self._arm(pid, "liveness", res.recheck_at, "recheck")
         if res.watch_pid is not None and pid not in self.watch_scopes:
@@ -428,6 +431,8 @@ class Daemon:
         scope = self.watch_scopes.pop(pid, None)
         if scope is not None:
             scope.cancel()
+        for key in [k for k in self.timers if k[0] == pid]:
+            self.timers.pop(key).cancel()
         if self.scheduler is not None:
             for job in self.scheduler.get_jobs():
                 if job.id.startswith(f"{pid}:"):
@@ -435,8 +440,26 @@ class Daemon:
 
     # -- timeouts --------------------------------------------------------------------------
 
-    def _arm_timeout(self, pid: int, hook: str, deadline: float) -> None:
-        self._arm(pid, f"timeout:{hook}", deadline, f"timeout:{hook}")
+    def _arm_timeout(self, pid: int, hook: str, delay: float) -> None:
+        """Look at timeout `hook` of process `pid` in `delay` seconds, counted on the event
+        loop's monotonic clock (a wall-clock step moves nothing). A long wait wakes every
+        MAX_TIMER_S: the tracker checks on the boot clock, which counts a suspend too, and
+        arms the rest."""
+        reason = f"timeout:{hook}"
+        old = self.timers.pop((pid, hook), None)
+        if old is not None:
+            old.cancel()
+        if delay <= 0:
+            self.enqueue(pid, reason)
+            return
+        loop = asyncio.get_running_loop()
+        self.timers[(pid, hook)] = loop.call_later(
+            min(delay, MAX_TIMER_S), self._timer_due, pid, hook
+        )
+
+    def _timer_due(self, pid: int, hook: str) -> None:
+        self.timers.pop((pid, hook), None)
+        self.enqueue(pid, f"timeout:{hook}")
 
     def _arm(self, pid: int, reason: str, when: float, name: str) -> None:
         """Enqueue `reason` for process `pid` at `when` (at once if that has passed)."""

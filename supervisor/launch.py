@@ -22,6 +22,7 @@ from state.db import Store
 from state.errors import LaunchError, UserError
 from state.models import ProcessRow
 from state.paths import StatePaths
+from supervisor.clocks import boot_clock
 from supervisor.hookspec import HookFile, Limits
 from supervisor.identity import boot_id, start_time
 from supervisor.rundir import RunDir
@@ -131,6 +132,7 @@ def _insert_row(store: Store, req: LaunchRequest, now: float) -> ProcessRow:
         state="starting",
         boot_id=boot_id(),
         started_at=now,
+        started_boot=boot_clock(),
         depth=req.depth,
         parent_thread_id=req.parent_thread_id,
     )

@@ -259,3 +259,55 @@ def test_paths_ensure_refuses_through_the_api(tmp_path: Path) -> None:
     os.chown(home, OTHER_UID, OTHER_UID)
     with pytest.raises(StateError, match="owned by uid"):
         StatePaths(home).ensure()
+
+
+# -- item 13: timeouts count on the boot clock, not the wall clock -----------------------------
+
+
+def test_elapsed_counts_on_the_boot_clock_within_one_boot() -> None:
+    from supervisor.clocks import Instant, due_in, elapsed
+
+    start = Instant(wall=1000.0, boot=50.0, boot_id="b1")
+    # 10 s later on the boot clock, the wall clock stepped an hour back, or forward.
+    assert elapsed(start, Instant(wall=1010.0 - 3600, boot=60.0, boot_id="b1")) == 10.0
+    assert due_in(start, 30.0, Instant(wall=1010.0 + 3600, boot=60.0, boot_id="b1")) == 20.0
+    # After a reboot the boot clock restarted: only the wall clock spans it (and says so).
+    assert elapsed(start, Instant(wall=1100.0, boot=5.0, boot_id="b2")) == 100.0
+    # A process recorded before its start was read on the boot clock: the wall clock.
+    assert elapsed(Instant(1000.0, None, "b1"), Instant(1040.0, 60.0, "b1")) == 40.0
+
+
+FAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+
+
+@pytest.mark.parametrize("step", ["-1h", "+1h"])
+def test_a_wall_clock_step_across_a_restart_moves_no_timeout(
+    env: Env, start_daemon: Callable[[], Daemon], step: str
+) -> None:
+    # A step back made the restarted daemon wait an hour more; a step forward fired at once.
+    if not FAKETIME.exists():
+        pytest.skip("needs libfaketime (apt-get install faketime) to step the daemon's clock")
+    hooks = _hooks(
+        env,
+        {
+            "hooks": [
+                {"name": "soon", "on_timeout": {"seconds": 6}, "instructions": "x"},
+                {"name": "later", "on_timeout": {"seconds": 600}, "instructions": "x"},
+            ]
+        },
+    )
+    first = start_daemon()
+    pid = env.run_d(sys.executable, "-c", "import time; time.sleep(120)", hooks=hooks)["id"]
+    first.kill()
+    # The restarted daemon's wall clock is stepped; its monotonic and boot clocks are not.
+    env.extra = {
+        "LD_PRELOAD": str(FAKETIME),
+        "FAKETIME": step,
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
+    start_daemon()
+    env.extra = {}
+    fired = wait_until(lambda: env.fires(), 40, "the 6 s timeout's fire")
+    assert [(f["hook"], f["process_id"]) for f in fired] == [("soon", pid)]
+    time.sleep(1)
+    assert [f["hook"] for f in env.fires()] == ["soon"]  # `later` waits its 600 s
