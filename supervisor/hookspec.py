@@ -180,7 +180,7 @@ class HookFile:
     sources: tuple[str, ...] = ()
     # The limits keys the file(s) wrote; the others are the defaults. Not in spec.json: only
     # merging files needs it.
-    limits_set: frozenset[str] = frozenset()
+    limits_set: frozenset[str] = field(default=frozenset(), compare=False)
 
     def merge(self, other: HookFile) -> HookFile:
         """Combine two files given to one run: hooks add up, later keys win; a limit both
