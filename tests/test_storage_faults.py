@@ -311,3 +311,29 @@ def test_a_wall_clock_step_across_a_restart_moves_no_timeout(
     assert [(f["hook"], f["process_id"]) for f in fired] == [("soon", pid)]
     time.sleep(1)
     assert [f["hook"] for f in env.fires()] == ["soon"]  # `later` waits its 600 s
+
+
+def test_a_wall_clock_step_while_the_daemon_runs_moves_no_timeout(
+    env: Env, start_daemon: Callable[[], Daemon]
+) -> None:
+    if not FAKETIME.exists():
+        pytest.skip("needs libfaketime (apt-get install faketime) to step the daemon's clock")
+    offset = env.home.parent / "faketime"  # libfaketime reads the daemon's offset here
+    offset.write_text("+0\n")
+    hooks = _hooks(
+        env, {"hooks": [{"name": "soon", "on_timeout": {"seconds": 6}, "instructions": "x"}]}
+    )
+    env.extra = {
+        "LD_PRELOAD": str(FAKETIME),
+        "FAKETIME_TIMESTAMP_FILE": str(offset),
+        "FAKETIME_CACHE_DURATION": "1",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
+    start_daemon()
+    env.extra = {}
+    pid = env.run_d(sys.executable, "-c", "import time; time.sleep(120)", hooks=hooks)["id"]
+    wait_until(lambda: env.process(pid)["pid"], 10, "the process recorded")
+    time.sleep(1)  # its timeout is armed
+    offset.write_text("-1h\n")  # the wall clock steps back an hour under the running daemon
+    fired = wait_until(lambda: env.fires(), 40, "the 6 s timeout's fire")
+    assert [(f["hook"], f["process_id"]) for f in fired] == [("soon", pid)]
