@@ -45,10 +45,11 @@ def judge(entry: Entry, uid: int) -> str | None:
     """The problem with one entry for user `uid`, ending with the fix; None if it is fine."""
     p, chmod = entry.path, "chmod 600" if entry.kind == "db" else "chmod 700"
     if stat.S_ISLNK(entry.mode):
+        make = f"mv {_target(p)} {p}" if entry.kind == "db" else f"mkdir -m 700 {p}"
         return (
-            f"{p} is a symbolic link (to {_target(p)}); supervise trusts what it finds there, "
-            f"so it must be a real {'file' if entry.kind == 'db' else 'directory'} of yours: "
-            f"remove the link (rm {p}) and move your own data there if the target held it"
+            f"{p} is a symbolic link (to {_target(p)}): supervise trusts what it finds there "
+            f"and must not follow a link to files another user may control; replace the link "
+            f"with your own: rm {p} && {make}"
         )
     want = stat.S_ISREG if entry.kind == "db" else stat.S_ISDIR
     if not want(entry.mode):

@@ -100,7 +100,8 @@ def test_runs_as_a_link_to_another_users_dir_is_refused(env: Env, tmp_path: Path
     env.home.mkdir(mode=0o700)
     (env.home / "runs").symlink_to(theirs)
     for args in (("run", "-d", "--", "true"), ("daemon",), ("ps",)):
-        _refused(env.cli(*args), f"{env.home / 'runs'} is a symbolic link", f"rm {env.home}/runs")
+        runs = env.home / "runs"
+        _refused(env.cli(*args), f"{runs} is a symbolic link", f"rm {runs} && mkdir -m 700 {runs}")
     assert sorted(p.name for p in theirs.iterdir()) == ["1"]  # no run dir was written there
     assert not (env.home / "state.db").exists()
 
