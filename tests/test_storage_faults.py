@@ -338,3 +338,50 @@ def test_a_wall_clock_step_while_the_daemon_runs_moves_no_timeout(
     offset.write_text("-1h\n")  # the wall clock steps back an hour under the running daemon
     fired = wait_until(lambda: env.fires(), 40, "the 6 s timeout's fire")
     assert [(f["hook"], f["process_id"]) for f in fired] == [("soon", pid)]
+
+
+def test_the_tracker_decides_a_timeout_on_the_boot_clock(tmp_path: Path) -> None:
+    # A real state file and run dir, no daemon: a timer that wakes early (or a wall clock
+    # that says an hour passed) fires nothing; the tracker arms the rest.
+    from state.db import Store
+    from state.models import ProcessRow
+    from supervisor.clocks import boot_clock
+    from supervisor.hookspec import Hook, HookFile, OnTimeout
+    from supervisor.identity import boot_id
+    from supervisor.rundir import RunDir
+    from supervisor.tracker import Tracker
+
+    paths = StatePaths(tmp_path / "home").ensure()
+    store = Store(paths.db)
+    hooks = HookFile(hooks=(Hook("slow", OnTimeout(100.0), "x"),))
+
+    def tracker(wall_ago: float, boot_ago: float) -> Tracker:
+        row = ProcessRow(
+            name="p",
+            command="p",
+            argv='["p"]',
+            cwd=str(tmp_path),
+            state="running",
+            boot_id=boot_id(),
+            started_at=time.time() - wall_ago,
+            started_boot=boot_clock() - boot_ago,
+        )
+        with store.write() as s:
+            s.add(row)
+            s.flush()
+            s.refresh(row)
+        assert row.id is not None
+        run = RunDir(paths.run_dir(row.id))
+        run.path.mkdir()
+        run.write_spec({"hooks": hooks.to_json()})
+        return Tracker(store, paths, row)
+
+    early = tracker(wall_ago=3600.0, boot_ago=10.0)  # the wall clock stepped an hour forward
+    res = early.step(check_liveness=False, timeouts_due=["slow"])
+    assert res.outcomes == []
+    ((hook, left),) = res.timeouts
+    assert hook == "slow" and 80.0 < left <= 90.0
+    due = tracker(wall_ago=0.0, boot_ago=101.0)  # a step back: the boot clock says it is due
+    res = due.step(check_liveness=False, timeouts_due=["slow"])
+    assert [o.hook for o in res.outcomes] == ["slow"]
+    store.close()
