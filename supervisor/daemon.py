@@ -1,9 +1,9 @@
 """The supervisor loop: watch run dirs, scan output, fire hooks, notice ends, arm timeouts.
 
 Event-driven throughout: a pidfd per process for its end (the shim writes exit.json, then
-exits), event-loop timers for timeouts (APScheduler date jobs for retries), and inotify
-for the rest. The blocking work runs
-in a worker thread, processes one after the other.
+exits), event-loop timers for timeouts and retries (monotonic: a wall-clock step moves none),
+and inotify for the rest. The blocking work runs in a worker thread, processes one after
+the other.
 
 Output is read in coalesced batches, because a watch costs the writer: with an IN_MODIFY
 watch on output.log (or any inotify watch on its folder) every write() of the child pays
@@ -28,11 +28,9 @@ import resource
 import signal
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 
 import anyio
 from anyio.abc import TaskGroup
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlmodel import col, select
 
 from agent_threads.dispatch import Dispatcher
@@ -121,8 +119,7 @@ class Daemon:
         self.output_ready = False
         self.output_drained = anyio.Event()
         self.output_due = 0.0  # monotonic time before which output is not read again
-        self.scheduler: AsyncIOScheduler | None = None
-        self.timers: dict[tuple[int, str], asyncio.TimerHandle] = {}  # (process id, hook)
+        self.timers: dict[tuple[int, str], asyncio.TimerHandle] = {}  # (process id, name)
         self._tg: TaskGroup | None = None
 
     # -- queueing work ---------------------------------------------------------------------
@@ -135,8 +132,6 @@ class Daemon:
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Recover every known process, then follow events until cancelled."""
-        self.scheduler = AsyncIOScheduler(event_loop=asyncio.get_running_loop(), timezone=UTC)
-        self.scheduler.start()
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -156,7 +151,8 @@ class Daemon:
                 task_status.started()
                 log.info("daemon ready on %s (pid %d)", self.paths.home, os.getpid())
         finally:
-            self.scheduler.shutdown(wait=False)
+            for timer in self.timers.values():
+                timer.cancel()
             self.inotify.close()
             self.outputs.close()
             for tracker in self.trackers.values():
@@ -366,7 +362,7 @@ class Daemon:
         else:
             log.error("process %d: step failed; retrying in %gs", pid, RETRY_S, exc_info=exc)
         self._drop_tracker(pid)
-        self._arm(pid, "liveness", self.clock() + RETRY_S, "retry")
+        self._arm_after(pid, "liveness", RETRY_S, "retry")
 
     def _drop_tracker(self, pid: int) -> None:
         tracker = self.trackers.pop(pid, None)
@@ -433,51 +429,35 @@ class Daemon:
             scope.cancel()
         for key in [k for k in self.timers if k[0] == pid]:
             self.timers.pop(key).cancel()
-        if self.scheduler is not None:
-            for job in self.scheduler.get_jobs():
-                if job.id.startswith(f"{pid}:"):
-                    job.remove()
 
     # -- timeouts --------------------------------------------------------------------------
 
     def _arm_timeout(self, pid: int, hook: str, delay: float) -> None:
-        """Look at timeout `hook` of process `pid` in `delay` seconds, counted on the event
-        loop's monotonic clock (a wall-clock step moves nothing). A long wait wakes every
-        MAX_TIMER_S: the tracker checks on the boot clock, which counts a suspend too, and
-        arms the rest."""
-        reason = f"timeout:{hook}"
-        old = self.timers.pop((pid, hook), None)
+        """Look at timeout `hook` of process `pid` in `delay` seconds. A long wait wakes
+        every MAX_TIMER_S: the tracker decides on the boot clock, which also counts a
+        suspend (the event loop's clock does not), and returns the rest to arm again."""
+        self._arm_after(pid, f"timeout:{hook}", min(delay, MAX_TIMER_S), f"timeout:{hook}")
+
+    def _arm(self, pid: int, reason: str, when: float, name: str) -> None:
+        """Enqueue `reason` for process `pid` at wall-clock time `when`."""
+        self._arm_after(pid, reason, when - self.clock(), name)
+
+    def _arm_after(self, pid: int, reason: str, delay: float, name: str) -> None:
+        """Enqueue `reason` for process `pid` in `delay` seconds (at once if 0 or less),
+        replacing its timer `name`. Counted on the event loop's monotonic clock: a
+        wall-clock step neither hastens nor delays it."""
+        old = self.timers.pop((pid, name), None)
         if old is not None:
             old.cancel()
         if delay <= 0:
             self.enqueue(pid, reason)
             return
-        loop = asyncio.get_running_loop()
-        self.timers[(pid, hook)] = loop.call_later(
-            min(delay, MAX_TIMER_S), self._timer_due, pid, hook
+        self.timers[(pid, name)] = asyncio.get_running_loop().call_later(
+            delay, self._due, pid, reason, name
         )
 
-    def _timer_due(self, pid: int, hook: str) -> None:
-        self.timers.pop((pid, hook), None)
-        self.enqueue(pid, f"timeout:{hook}")
-
-    def _arm(self, pid: int, reason: str, when: float, name: str) -> None:
-        """Enqueue `reason` for process `pid` at `when` (at once if that has passed)."""
-        if when <= self.clock():
-            self.enqueue(pid, reason)
-            return
-        assert self.scheduler is not None
-        self.scheduler.add_job(
-            self._due,
-            "date",
-            run_date=datetime.fromtimestamp(when, UTC),
-            args=[pid, reason],
-            id=f"{pid}:{name}",
-            replace_existing=True,
-            misfire_grace_time=None,
-        )
-
-    async def _due(self, pid: int, reason: str) -> None:
+    def _due(self, pid: int, reason: str, name: str) -> None:
+        self.timers.pop((pid, name), None)
         self.enqueue(pid, reason)
 
     # -- a process's end without an exit record -------------------------------------------
@@ -551,5 +531,4 @@ def configure_logging(level: int = logging.INFO, env: Mapping[str, str] | None =
         handler.addFilter(scrub)
     # Their per-batch chatter would drown ours.
     logging.getLogger("watchfiles").setLevel(logging.WARNING)
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # request lines: noise in our log
