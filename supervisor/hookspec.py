@@ -178,8 +178,8 @@ class HookFile:
     limits: Limits = Limits()
     agent: dict[str, Any] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
-    # The limits keys the file(s) wrote; the others are the defaults. Not in spec.json: only
-    # merging files needs it.
+    # The limits keys the file(s) wrote (set by the loader); the others are the defaults. Not
+    # in spec.json: only merging files, and a thread's process, need it.
     limits_set: frozenset[str] = field(default=frozenset(), compare=False)
 
     def merge(self, other: HookFile) -> HookFile:
@@ -205,6 +205,13 @@ class HookFile:
             limits_set=self.limits_set | other.limits_set,
         )
 
+    def under(self, parent: Limits) -> HookFile:
+        """This file as a process a thread starts keeps it: each limit the file sets, made
+        no looser than the parent's; the parent's where the file sets none (the defaults
+        would clamp a parent's `rate: 100/minute` again)."""
+        top = HookFile(limits=parent, limits_set=frozenset(("max_depth", "rate")))
+        return replace(self, limits=_merge_limits(top, self), limits_set=top.limits_set)
+
     def limits_text(self) -> str:
         """The limits that apply, each default marked: what `hooks check` prints."""
         lim = self.limits
@@ -212,9 +219,6 @@ class HookFile:
         return " ".join(
             f"{k}={v}" + ("" if k in self.limits_set else " (default)") for k, v in parts
         )
-
-    def with_limits(self, limits: Limits) -> HookFile:
-        return replace(self, limits=limits)
 
     def to_json(self) -> dict[str, Any]:
         return {

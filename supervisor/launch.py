@@ -102,7 +102,7 @@ def launch(
     paths.ensure()
     hooks = req.hooks
     if req.parent_limits is not None:
-        hooks = hooks.with_limits(hooks.limits.strictest(req.parent_limits))
+        hooks = hooks.under(req.parent_limits)
     row = _insert_row(store, req, clock())
     run = RunDir(paths.run_dir(_id(row)))
     try:

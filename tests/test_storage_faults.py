@@ -254,6 +254,40 @@ def test_limits_merge_only_what_files_set() -> None:
     assert fast.limits.strictest(Limits()) == Limits()
 
 
+def test_a_threads_process_keeps_the_parents_limits_not_the_defaults(
+    env: Env, daemon: Daemon
+) -> None:
+    # The seam a thread's RunProcess tool uses. Its hooks set no limits: the parent's
+    # max_depth 6 applies (the defaults' 3 refused a spawn at depth 4), and a child file's
+    # own limit is still no looser than the parent's.
+    from state.db import Store
+    from supervisor.hookfile import load_hook_mapping
+    from supervisor.hookspec import Limits, Rate
+    from supervisor.launch import LaunchRequest, launch
+
+    paths = StatePaths(env.home)
+    store = Store(paths.db)
+    parent = Limits(6, Rate(100, 60.0))
+    plain = load_hook_mapping({"hooks": [{"on_exit": None, "instructions": "x"}]}, "RunProcess")
+    loose = load_hook_mapping({"limits": {"max_depth": 9, "rate": "1000/minute"}}, "RunProcess")
+    assert loose.under(parent).limits == parent
+    req = LaunchRequest(
+        argv=[sys.executable, "-c", "pass"],
+        cwd=env.work,
+        env=env.env,
+        hooks=plain,
+        depth=4,
+        parent_limits=parent,
+    )
+    row = launch(store, paths, req)
+    assert row.id is not None
+    env.wait_state(row.id, "exited")
+    (fire,) = wait_until(env.fires, 10, "the on_exit fire")
+    assert (fire["spawned"], fire["reason"]) == (True, None)
+    assert [t["depth"] for t in env.ps()["threads"]] == [5]
+    store.close()
+
+
 def test_paths_ensure_refuses_through_the_api(tmp_path: Path) -> None:
     home = tmp_path / "h"
     home.mkdir(mode=0o700)
