@@ -163,6 +163,22 @@ def test_a_read_only_home_is_a_clear_error(env: Env, mounts: Callable[[Path, str
     assert env.process(1)["state"] == "exited"  # nothing recorded was lost
 
 
+def test_a_read_only_state_db_is_a_clear_error(env: Env) -> None:
+    env.extra = {"SUPERVISE_AUTOSTART": "0"}
+    env.cli("run", "-d", "--", "true", check=True)
+    db = env.home / "state.db"
+    if subprocess.run(["mount", "--bind", str(db), str(db)], check=False).returncode != 0:
+        pytest.skip("needs root to bind-mount the database read-only")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(db)], check=True)
+        r = env.cli("run", "-d", "--", "true")
+        _refused(r, f"{db} is on a read-only filesystem", "remount it read-write")
+        assert "move it aside" not in r.stderr
+    finally:
+        subprocess.run(["umount", "-l", str(db)], check=False)
+    assert [p["id"] for p in env.ps()["processes"]] == [1]
+
+
 def test_an_unwritable_fresh_home_is_a_clear_error(
     env: Env, mounts: Callable[[Path, str], None]
 ) -> None:
