@@ -58,7 +58,7 @@ def judge(entry: Entry, uid: int) -> str | None:
         return (
             f"{p} is owned by {_user(entry.uid)}, not by you, {_user(uid)}: its owner could "
             f"change what supervise runs; set SUPERVISE_HOME to a directory of your own, or "
-            f"take it over: chown -R {_user_name(uid)} {p}"
+            f"have it handed to you: sudo chown -R {_user_name(uid)} {p}"
         )
     if entry.mode & 0o022:
         return (

@@ -124,10 +124,19 @@ def test_a_state_db_link_and_group_writable_dirs_are_refused(env: Env, tmp_path:
     assert len(env.ps()["processes"]) == 1  # once fixed, all is there
 
 
-def test_a_home_only_others_may_read_is_made_private() -> None:
-    # `mkdir` gives 0755: private data is made 0700, not refused (others cannot plant runs).
-    entry = Entry(Path("/h"), "home", 0o040755, 1000, True, False)
-    assert judge(entry, 1000) is None
+def test_a_home_only_others_may_read_is_made_private(env: Env) -> None:
+    # `mkdir` gives 0755: others cannot plant runs there, so it is made 0700, not refused.
+    env.home.mkdir()
+    env.home.chmod(0o755)
+    env.cli("ps", check=True)
+    assert env.home.stat().st_mode & 0o777 == 0o700
+
+
+def test_judge_decides_from_stat_alone() -> None:
+    assert judge(Entry(Path("/h"), "home", 0o040755, 1000, True, False), 1000) is None
+    assert "owned by root (uid 0)" in (
+        judge(Entry(Path("/h"), "home", 0o040700, 0, True, False), 1000) or ""
+    )
     assert "chmod 700 /h" in (
         judge(Entry(Path("/h"), "home", 0o040775, 1000, True, False), 1000) or ""
     )
