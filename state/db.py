@@ -50,7 +50,13 @@ class Store:
         self.timeout = busy_timeout()
         if not path.exists():
             # Created 0600 before SQLite touches it: transcripts may hold private data.
-            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+            try:
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+            except OSError as exc:
+                raise StateError(
+                    f"{path}: cannot create the state database: {exc.strerror}; make "
+                    f"{path.parent} writable, or set SUPERVISE_HOME to a writable directory"
+                ) from exc
         self.engine: Engine = create_engine(
             f"sqlite:///{path}",
             connect_args={"timeout": self.timeout, "check_same_thread": False},
@@ -96,6 +102,13 @@ class Store:
             )
         if isinstance(exc, (OperationalError, sqlite3.OperationalError)) and "disk" in text:
             return StateError(f"{self.path}: cannot write the state database: {text}; free space")
+        if "readonly" in text or not os.access(self.path.parent, os.W_OK):
+            # Not a damaged file: moving it aside would not help.
+            return StateError(
+                f"{self.path}: cannot write the state database ({text}); it or "
+                f"{self.path.parent} is read-only: make both writable (chmod u+w, remount "
+                "read-write), or set SUPERVISE_HOME to a writable directory"
+            )
         return StateError(
             f"{self.path}: the state database is unreadable ({text}); move it aside to start "
             "afresh, or restore it from a backup"

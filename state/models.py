@@ -12,7 +12,7 @@ from typing import Literal
 from sqlalchemy import UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 ProcessState = Literal["starting", "running", "exited", "lost"]
 ThreadStatus = Literal["queued", "running", "waiting_approval", "completed", "failed", "cancelled"]
@@ -43,6 +43,8 @@ class ProcessRow(SQLModel, table=True):
     signal: str | None = None
     result: str | None = None  # success | exit-code | signal | lost, as systemd says
     started_at: float = 0.0
+    # CLOCK_BOOTTIME at started_at, in boot `boot_id`: timeouts count on it (clocks.py).
+    started_boot: float | None = None
     ended_at: float | None = None
     depth: int = 0
     parent_thread_id: int | None = None

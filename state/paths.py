@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from state.errors import StateError
+from state.trust import check_state_dir
 
 
 def default_home(environ: dict[str, str] | None = None) -> Path:
@@ -51,20 +52,28 @@ class StatePaths:
         return self.runs / str(process_id)
 
     def ensure(self) -> StatePaths:
-        """Create the state directory (0700) and its runs/ folder.
+        """Create the state directory (0700) and its runs/ folder, and check that they are
+        safely ours and writable (see `state.trust`).
 
         Raises:
-            StateError: when the directory cannot be created or is not a directory.
+            StateError: when the directory cannot be created, belongs to someone else, is
+                open to others, has a symbolic link for runs/ or state.db, or is read-only.
         """
         try:
             self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
-            self.runs.mkdir(mode=0o700, exist_ok=True)
+            if not self.runs.is_symlink():  # judged below: never create through a link
+                self.runs.mkdir(mode=0o700, exist_ok=True)
         except OSError as exc:
+            if self.home.is_dir():
+                check_state_dir(self.home, self.runs, self.db)  # says why, e.g. read-only
             raise StateError(
-                f"{self.home}: cannot create the state directory: {exc.strerror}; "
-                "set SUPERVISE_HOME to a writable directory"
+                f"{exc.filename or self.home}: cannot create the state directory: "
+                f"{exc.strerror}; set SUPERVISE_HOME to a writable directory"
             ) from exc
-        # mkdir's mode is masked by the umask and ignored for existing dirs: enforce it.
+        check_state_dir(self.home, self.runs, self.db)
+        # mkdir's mode is masked by the umask and ignored for existing dirs: a home others
+        # may only read (a plain `mkdir`, 0755) is made private; one they may write is
+        # refused above.
         if self.home.stat().st_mode & 0o077:
             self.home.chmod(0o700)
         return self

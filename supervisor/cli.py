@@ -334,8 +334,10 @@ def cmd_hooks(args: argparse.Namespace, _paths: StatePaths) -> int:
 
         return cmd_hooks_test(args, _paths)
     from supervisor.hookfile import load_hook_file
+    from supervisor.hookspec import HookFile
 
     problems: list[str] = []
+    together = HookFile()
     for f in args.files:
         try:
             hf = load_hook_file(f)
@@ -343,11 +345,13 @@ def cmd_hooks(args: argparse.Namespace, _paths: StatePaths) -> int:
             problems += exc.problems
             continue
         names = ", ".join(f"{h.name} ({h.kind})" for h in hf.hooks) or "no hooks"
-        print(
-            f"{f}: OK: {names}; limits max_depth={hf.limits.max_depth} rate={hf.limits.rate.text}"
-        )
+        print(f"{f}: OK: {names}; limits {hf.limits_text()}")
+        # The limits `run --hook A --hook B` applies (the same merge; hooks left out).
+        together = together.merge(HookFile(limits=hf.limits, limits_set=hf.limits_set))
     if problems:
         raise HookFileError(problems)
+    if len(args.files) > 1:
+        print(f"given together to one run: limits {together.limits_text()}")
     return 0
 
 
@@ -384,7 +388,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: every SuperviseError becomes its message and exit code, no traceback."""
     args = _parser().parse_args(argv)
     try:
-        return int(COMMANDS[args.command](args, state_paths()))
+        paths = state_paths()
+        if args.command != "hooks":  # the only command that never reads the state
+            paths.ensure()
+        return int(COMMANDS[args.command](args, paths))
     except SuperviseError as exc:
         err(f"supervise: {exc}" if not isinstance(exc, HookFileError) else str(exc))
         return exc.exit_code

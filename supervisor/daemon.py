@@ -1,8 +1,9 @@
 """The supervisor loop: watch run dirs, scan output, fire hooks, notice ends, arm timeouts.
 
 Event-driven throughout: a pidfd per process for its end (the shim writes exit.json, then
-exits), APScheduler date jobs for timeouts, and inotify for the rest. The blocking work runs
-in a worker thread, processes one after the other.
+exits), event-loop timers for timeouts and retries (monotonic: a wall-clock step moves none),
+and inotify for the rest. The blocking work runs in a worker thread, processes one after
+the other.
 
 Output is read in coalesced batches, because a watch costs the writer: with an IN_MODIFY
 watch on output.log (or any inotify watch on its folder) every write() of the child pays
@@ -28,11 +29,9 @@ import resource
 import signal
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 
 import anyio
 from anyio.abc import TaskGroup
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlmodel import col, select
 
 from agent_threads.dispatch import Dispatcher
@@ -68,6 +67,7 @@ log = logging.getLogger("supervise.daemon")
 STEP_SLICE_S = 0.02  # one worker hop steps processes for this long, then the loop runs
 CATCH_UP_S = 30.0  # threads wait at most this long for recovery's first pass
 RETRY_S = 2.0  # after a failed step (disk full, database locked): try that process again
+MAX_TIMER_S = 60.0  # a timeout timer wakes at least this often (see _arm_timeout)
 COALESCE_S = 0.001  # after a wake-up, let a burst of control events collapse
 # No IN_MODIFY: output has its own one-shot watch (see the module's docstring).
 RUN_DIR_EVENTS = IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE
@@ -122,7 +122,7 @@ class Daemon:
         self.output_ready = False
         self.output_drained = anyio.Event()
         self.output_due = 0.0  # monotonic time before which output is not read again
-        self.scheduler: AsyncIOScheduler | None = None
+        self.timers: dict[tuple[int, str], asyncio.TimerHandle] = {}  # (process id, name)
         self._tg: TaskGroup | None = None
 
     # -- queueing work ---------------------------------------------------------------------
@@ -135,8 +135,6 @@ class Daemon:
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Recover every known process, then follow events until cancelled."""
-        self.scheduler = AsyncIOScheduler(event_loop=asyncio.get_running_loop(), timezone=UTC)
-        self.scheduler.start()
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -156,7 +154,8 @@ class Daemon:
                 task_status.started()
                 log.info("daemon ready on %s (pid %d)", self.paths.home, os.getpid())
         finally:
-            self.scheduler.shutdown(wait=False)
+            for timer in self.timers.values():
+                timer.cancel()
             self.inotify.close()
             self.outputs.close()
             for tracker in self.trackers.values():
@@ -389,7 +388,7 @@ class Daemon:
         else:
             log.error("process %d: step failed; retrying in %gs", pid, RETRY_S, exc_info=exc)
         self._drop_tracker(pid)
-        self._arm(pid, "liveness", self.clock() + RETRY_S, "retry")
+        self._arm_after(pid, "liveness", RETRY_S, "retry")
 
     def _drop_tracker(self, pid: int) -> None:
         tracker = self.trackers.pop(pid, None)
@@ -434,8 +433,8 @@ class Daemon:
         if res.ended:
             self._forget(pid)
             return
-        for hook, deadline in res.timeouts:
-            self._arm_timeout(pid, hook, deadline)
+        for hook, delay in res.timeouts:
+            self._arm_timeout(pid, hook, delay)
         if res.recheck_at is not None:
             self._arm(pid, "liveness", res.recheck_at, "recheck")
         if res.watch_pid is not None and pid not in self.watch_scopes:
@@ -455,33 +454,37 @@ class Daemon:
         scope = self.watch_scopes.pop(pid, None)
         if scope is not None:
             scope.cancel()
-        if self.scheduler is not None:
-            for job in self.scheduler.get_jobs():
-                if job.id.startswith(f"{pid}:"):
-                    job.remove()
+        for key in [k for k in self.timers if k[0] == pid]:
+            self.timers.pop(key).cancel()
 
     # -- timeouts --------------------------------------------------------------------------
 
-    def _arm_timeout(self, pid: int, hook: str, deadline: float) -> None:
-        self._arm(pid, f"timeout:{hook}", deadline, f"timeout:{hook}")
+    def _arm_timeout(self, pid: int, hook: str, delay: float) -> None:
+        """Look at timeout `hook` of process `pid` in `delay` seconds. A long wait wakes
+        every MAX_TIMER_S: the tracker decides on the boot clock, which also counts a
+        suspend (the event loop's clock does not), and returns the rest to arm again."""
+        self._arm_after(pid, f"timeout:{hook}", min(delay, MAX_TIMER_S), f"timeout:{hook}")
 
     def _arm(self, pid: int, reason: str, when: float, name: str) -> None:
-        """Enqueue `reason` for process `pid` at `when` (at once if that has passed)."""
-        if when <= self.clock():
+        """Enqueue `reason` for process `pid` at wall-clock time `when`."""
+        self._arm_after(pid, reason, when - self.clock(), name)
+
+    def _arm_after(self, pid: int, reason: str, delay: float, name: str) -> None:
+        """Enqueue `reason` for process `pid` in `delay` seconds (at once if 0 or less),
+        replacing its timer `name`. Counted on the event loop's monotonic clock: a
+        wall-clock step neither hastens nor delays it."""
+        old = self.timers.pop((pid, name), None)
+        if old is not None:
+            old.cancel()
+        if delay <= 0:
             self.enqueue(pid, reason)
             return
-        assert self.scheduler is not None
-        self.scheduler.add_job(
-            self._due,
-            "date",
-            run_date=datetime.fromtimestamp(when, UTC),
-            args=[pid, reason],
-            id=f"{pid}:{name}",
-            replace_existing=True,
-            misfire_grace_time=None,
+        self.timers[(pid, name)] = asyncio.get_running_loop().call_later(
+            delay, self._due, pid, reason, name
         )
 
-    async def _due(self, pid: int, reason: str) -> None:
+    def _due(self, pid: int, reason: str, name: str) -> None:
+        self.timers.pop((pid, name), None)
         self.enqueue(pid, reason)
 
     # -- a process's end without an exit record -------------------------------------------
@@ -555,5 +558,4 @@ def configure_logging(level: int = logging.INFO, env: Mapping[str, str] | None =
         handler.addFilter(scrub)
     # Their per-batch chatter would drown ours.
     logging.getLogger("watchfiles").setLevel(logging.WARNING)
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # request lines: noise in our log

@@ -260,7 +260,9 @@ def _validate(data: Any, r: _Report, sources: tuple[str, ...]) -> HookFile:
     limits = _check_limits(data.get("limits"), r)
     hooks = _check_hooks(data.get("hooks"), r)
     r.check()
-    return HookFile(hooks, purpose, context, limits, agent, sources)
+    given = data.get("limits")
+    limits_set = frozenset(given) & {"max_depth", "rate"} if isinstance(given, Mapping) else None
+    return HookFile(hooks, purpose, context, limits, agent, sources, limits_set or frozenset())
 
 
 def _check_agent_hooks(agent: Mapping[str, Any], r: _Report) -> None:

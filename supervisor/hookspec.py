@@ -178,9 +178,13 @@ class HookFile:
     limits: Limits = Limits()
     agent: dict[str, Any] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
+    # The limits keys the file(s) wrote (set by the loader); the others are the defaults. Not
+    # in spec.json: only merging files, and a thread's process, need it.
+    limits_set: frozenset[str] = field(default=frozenset(), compare=False)
 
     def merge(self, other: HookFile) -> HookFile:
-        """Combine two files given to one run: hooks add up, later keys win, limits tighten.
+        """Combine two files given to one run: hooks add up, later keys win; a limit both
+        files set takes the stricter value, a limit one file sets applies as written.
 
         Raises:
             ValueError: when both files define a hook with the same name.
@@ -195,13 +199,26 @@ class HookFile:
             hooks=self.hooks + other.hooks,
             purpose=other.purpose if other.purpose is not None else self.purpose,
             context={**self.context, **other.context},
-            limits=self.limits.strictest(other.limits),
+            limits=_merge_limits(self, other),
             agent={**self.agent, **other.agent},
             sources=self.sources + other.sources,
+            limits_set=self.limits_set | other.limits_set,
         )
 
-    def with_limits(self, limits: Limits) -> HookFile:
-        return replace(self, limits=limits)
+    def under(self, parent: Limits) -> HookFile:
+        """This file as a process a thread starts keeps it: each limit the file sets, made
+        no looser than the parent's; the parent's where the file sets none (the defaults
+        would clamp a parent's `rate: 100/minute` again)."""
+        top = HookFile(limits=parent, limits_set=frozenset(("max_depth", "rate")))
+        return replace(self, limits=_merge_limits(top, self), limits_set=top.limits_set)
+
+    def limits_text(self) -> str:
+        """The limits that apply, each default marked: what `hooks check` prints."""
+        lim = self.limits
+        parts = [("max_depth", str(lim.max_depth)), ("rate", lim.rate.text)]
+        return " ".join(
+            f"{k}={v}" + ("" if k in self.limits_set else " (default)") for k, v in parts
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -223,3 +240,15 @@ class HookFile:
             agent=dict(data.get("agent") or {}),
             sources=tuple(data.get("sources", [])),
         )
+
+
+def _merge_limits(a: HookFile, b: HookFile) -> Limits:
+    # Strictest-wins over the defaults would clamp `rate: 100/minute` to the default
+    # 10/minute: only values some file wrote take part.
+    def pick(key: str) -> Any:
+        mine, theirs = getattr(a.limits, key), getattr(b.limits, key)
+        if key in a.limits_set and key in b.limits_set:
+            return getattr(a.limits.strictest(b.limits), key)
+        return theirs if key in b.limits_set else mine
+
+    return Limits(max_depth=pick("max_depth"), rate=pick("rate"))

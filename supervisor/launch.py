@@ -22,6 +22,7 @@ from state.db import Store
 from state.errors import LaunchError, UserError
 from state.models import ProcessRow
 from state.paths import StatePaths
+from supervisor.clocks import boot_clock
 from supervisor.hookspec import HookFile, Limits
 from supervisor.identity import boot_id, start_time
 from supervisor.rundir import RunDir
@@ -104,7 +105,7 @@ def launch(
     paths.ensure()
     hooks = req.hooks
     if req.parent_limits is not None:
-        hooks = hooks.with_limits(hooks.limits.strictest(req.parent_limits))
+        hooks = hooks.under(req.parent_limits)
     row = _insert_row(store, req, clock())
     run = RunDir(paths.run_dir(_id(row)))
     try:
@@ -134,6 +135,7 @@ def _insert_row(store: Store, req: LaunchRequest, now: float) -> ProcessRow:
         state="starting",
         boot_id=boot_id(),
         started_at=now,
+        started_boot=boot_clock(),
         depth=req.depth,
         parent_thread_id=req.parent_thread_id,
     )

@@ -18,6 +18,12 @@ sh -c 'echo $$ >"$0.tmp" && mv -f "$0.tmp" "$0"; echo $$ >&0; exec setsid "$@" <
   "$dir/child.pid" "$@"
 status=$?
 ended=$(date +%s.%N)
-# Write-then-rename: the daemon sees either no exit record or a whole one.
-printf '{"status": %d, "ended_at": %s}\n' "$status" "$ended" >"$dir/exit.json.tmp" &&
-  mv -f "$dir/exit.json.tmp" "$dir/exit.json"
+record=$(printf '{"status": %d, "ended_at": %s}' "$status" "${ended:-0}")
+# Write-then-rename: the daemon sees either no exit record or a whole one (it never reads
+# exit.json.tmp). On a full disk the write fails: try again each second until it is written,
+# staying alive meanwhile, so the daemon sees a process not yet recorded rather than lost.
+until printf '%s\n' "$record" >"$dir/exit.json.tmp" && mv -f "$dir/exit.json.tmp" "$dir/exit.json"
+do
+  [ -d "$dir" ] || exit 0 # the run dir was deleted: nobody will read a record
+  sleep 1
+done

@@ -18,6 +18,7 @@ from agent_threads.spawn import FireFacts
 from state.db import Store
 from state.models import ProcessRow
 from state.paths import StatePaths
+from supervisor import clocks
 from supervisor.firing import FireEvent, Outcome, commit_fires, load_counters
 from supervisor.hookspec import Hook, HookFile, OnExit, OnOutputMatch, OnTimeout
 from supervisor.identity import boot_id, is_same, start_time
@@ -31,6 +32,7 @@ log = logging.getLogger("supervise.daemon")
 
 SAVE_EVERY = 64 * 1024 * 1024  # bytes scanned without a fire before the offset is saved anyway
 STARTING_GRACE_S = 60.0  # a row still "starting" after this, with no shim, was never launched
+TIMER_SLACK_S = 0.05  # a timeout woken this early is due: timers may wake a hair before
 
 
 @dataclass
@@ -43,7 +45,9 @@ class StepResult:
     read_output: bool = False  # new output was read (so more may be coming)
     read_bytes: int = 0  # how many (a fast writer is read less often: coalesce.py)
     commit_cpu_s: float = 0.0  # CPU spent committing (fires are rare: not a reading cost)
-    timeouts: list[tuple[str, float]] = field(default_factory=list)  # (hook, deadline)
+    # (hook, seconds from now): armed on the monotonic clock, so a wall-clock step cannot
+    # move them; the boot clock decides when they are due.
+    timeouts: list[tuple[str, float]] = field(default_factory=list)
     recheck_at: float | None = None  # look again then, even if nothing happens
     outcomes: list[Outcome] = field(default_factory=list)
 
@@ -71,6 +75,7 @@ class Tracker:
         self.command = row.command
         self.depth = row.depth
         self.started_at = row.started_at
+        self.start = clocks.Instant(row.started_at, row.started_boot, row.boot_id)
         self.pid = row.pid
         self.pid_started = row.pid_started
         self.shim_pid = row.shim_pid
@@ -359,16 +364,26 @@ class Tracker:
         return [(h, h.trigger) for h in self.hooks.hooks if isinstance(h.trigger, OnTimeout)]
 
     def _pending_timeouts(self) -> list[tuple[str, float]]:
+        """Each unfired timeout and the seconds until it is due, measured from the start on
+        the boot clock (clocks.py): not from the wall clock, which may have been stepped."""
+        now = clocks.now()
         return [
-            (h.name, self.started_at + t.seconds)
+            (h.name, clocks.due_in(self.start, t.seconds, now))
             for h, t in self._timeout_hooks()
             if self._counter(h) == Counter()
         ]
 
     def _fire_timeouts(self, names: list[str], res: StepResult) -> None:
         events = []
+        now = clocks.now()
         for hook, t in self._timeout_hooks():
             if hook.name in names and self._counter(hook) == Counter():
+                left = clocks.due_in(self.start, t.seconds, now)
+                if left > TIMER_SLACK_S:
+                    # Woken early (a timer wakes at most every MAX_TIMER_S, or the monotonic
+                    # clock stood still in a suspend): arm again for the rest.
+                    res.timeouts.append((hook.name, left))
+                    continue
                 at = self.clock()
                 facts = replace(self._facts(hook, at, None), timeout_s=t.seconds)
                 events.append(

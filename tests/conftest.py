@@ -128,7 +128,7 @@ class Daemon:
         return self.env.home / "test-daemon.log"
 
     def start(self) -> Daemon:
-        self.env.home.mkdir(parents=True, exist_ok=True)
+        self.env.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         before = self.log.read_text() if self.log.exists() else ""
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(

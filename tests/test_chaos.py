@@ -101,7 +101,7 @@ def test_random_daemon_kills_lose_and_repeat_nothing(env: Env, daemon: Daemon) -
 
 
 def test_twenty_concurrent_runs_and_two_daemons_at_once(env: Env) -> None:
-    env.home.mkdir(parents=True, exist_ok=True)
+    env.home.mkdir(mode=0o700, parents=True, exist_ok=True)
     starts = [
         subprocess.Popen(
             [sys.executable, "-m", "supervisor", "daemon"],
