@@ -12,7 +12,7 @@ from typing import Literal
 from sqlalchemy import UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 ProcessState = Literal["starting", "running", "exited", "lost"]
 ThreadStatus = Literal["queued", "running", "waiting_approval", "completed", "failed", "cancelled"]
@@ -42,6 +42,7 @@ class ProcessRow(SQLModel, table=True):
     exit_code: int | None = None
     signal: str | None = None
     result: str | None = None  # success | exit-code | signal | lost, as systemd says
+    end_reason: str | None = None  # why a lost process was given up (e.g. "run dir deleted")
     started_at: float = 0.0
     ended_at: float | None = None
     depth: int = 0
@@ -53,6 +54,12 @@ class ProcessRow(SQLModel, table=True):
     log_skipping: bool = False
     log_archived: int = 0
     log_punched: int = 0  # output.log's head up to here was freed (copied to output.log.1)
+    # The file output.log names once the child's own file was renamed away (logrotate's
+    # `create`): read from its start, its position saved like the child's file's.
+    log_new_offset: int = 0
+    log_new_inode: int | None = None
+    log_new_head: str | None = None
+    log_new_skipping: bool = False
 
 
 class HookCounter(SQLModel, table=True):
