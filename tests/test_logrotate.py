@@ -130,3 +130,40 @@ def test_both_files_are_read_after_a_rotation(env: Env, daemon: Daemon) -> None:
     env.wait_state(pid, "exited", timeout=30)
     fires = wait_until(lambda: len(env.fires()) >= 2 and env.fires(), 15, "both fires")
     assert sorted(f["detail"] for f in fires) == ["MARK end", "MARK other"]
+    # `logs` shows the child's own output, from the file it wrote to (renamed now).
+    logs = env.cli("logs", str(pid), check=True).stdout
+    assert logs == "noise\nnoise after\nMARK end\n"
+    assert env.cli("logs", str(pid), "-n", "1", check=True).stdout == "MARK end\n"
+
+
+def test_attached_run_and_logs_f_show_the_lines_after_a_rotation(env: Env, daemon: Daemon) -> None:
+    flag = env.work / "rotated"
+    script = (
+        "import os, time\nprint('before', flush=True)\n"
+        f"while not os.path.exists({str(flag)!r}): time.sleep(0.05)\n"
+        "for n in range(3):\n    print('after', n, flush=True)\n    time.sleep(0.3)\n"
+    )
+    attached = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "run", "--", sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env.env,
+        cwd=env.work,
+    )
+    wait_until(lambda: env.ps()["processes"], 15, "the process")
+    pid = env.ps()["processes"][0]["id"]
+    wait_until(lambda: "before" in env.cli("logs", str(pid)).stdout, 15, "output")
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "logs", str(pid), "-f"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env.env,
+        cwd=env.work,
+    )
+    time.sleep(0.5)  # `logs -f` holds the file before the rotation
+    _rotate(*_logrotate_conf(env, pid))
+    flag.touch()
+    out, _ = attached.communicate(timeout=60)
+    followed, _ = follow.communicate(timeout=60)
+    want = "before\nafter 0\nafter 1\nafter 2\n"
+    assert out == want and followed == want
