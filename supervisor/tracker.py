@@ -31,6 +31,7 @@ from supervisor.tailing import Lines, LogReader, TailPos, tail_lines
 log = logging.getLogger("supervise.daemon")
 
 RUN_DIR_GONE = "run dir deleted"
+VERIFY_EVERY_S = 1.0  # coalesced reads look for a rotated output.log at most this often
 SAVE_EVERY = 64 * 1024 * 1024  # bytes scanned without a fire before the offset is saved anyway
 STARTING_GRACE_S = 60.0  # a row still "starting" after this, with no shim, was never launched
 
@@ -99,6 +100,7 @@ class Tracker:
         self.counters = load_counters(store, self.id) if counters is None else counters
         self._budget_cache: list[int] | None = None
         self.timeouts_armed = False
+        self._verify_due = 0.0  # monotonic
 
     def _rotated(self) -> list[Path]:
         """Where logrotate may have renamed output.log to (output.log.1, output.log-DATE)."""
@@ -221,7 +223,13 @@ class Tracker:
         """Scan what was written since the last read, and nothing else: the step for a
         coalesced output event (the end, timeouts and liveness come by other events)."""
         res = StepResult()
-        self._scan(final=False, res=res, verify=False)
+        # A full check costs a stat and a read of the head: once a second, which notices a
+        # rotation (and starts reading the new output.log) while the process still runs.
+        now = time.monotonic()
+        verify = now >= self._verify_due
+        if verify:
+            self._verify_due = now + VERIFY_EVERY_S
+        self._scan(final=False, res=res, verify=verify)
         return res
 
     def close(self) -> None:

@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from conftest import Daemon, Env, wait_until
 
+from supervisor.tailing import LogReader, TailPos
+
 LINES = 1500
 # /usr/sbin is not on every user's PATH.
 LOGROTATE = shutil.which("logrotate") or shutil.which("logrotate", path="/usr/sbin")
@@ -167,3 +169,39 @@ def test_attached_run_and_logs_f_show_the_lines_after_a_rotation(env: Env, daemo
     followed, _ = follow.communicate(timeout=60)
     want = "before\nafter 0\nafter 1\nafter 2\n"
     assert out == want and followed == want
+
+
+def test_the_new_output_log_is_read_while_the_process_runs(env: Env, daemon: Daemon) -> None:
+    script = "import time\nwhile True:\n    print('noise', flush=True)\n    time.sleep(0.1)\n"
+    pid = env.run_d(sys.executable, "-c", script, hooks=_hooks(env))["id"]
+    wait_until(lambda: "noise" in env.cli("logs", str(pid)).stdout, 15, "output")
+    _rotate(*_logrotate_conf(env, pid))
+    with open(env.home / "runs" / str(pid) / "output.log", "a") as f:
+        f.write("MARK other\n")
+    fires = wait_until(env.fires, 15, "the fire from the new output.log")
+    assert [f["detail"] for f in fires] == ["MARK other"]
+    assert env.process(pid)["state"] == "running"
+    env.cli("stop", str(pid), check=True)
+
+
+def test_reader_follows_its_file_through_renames_and_finds_it_again(tmp_path: Path) -> None:
+    """In-process: the daemon's reader keeps the renamed file; a new one finds it by inode."""
+    log = tmp_path / "output.log"
+    writer = open(log, "ab", buffering=0)  # noqa: SIM115  # the child's stdout
+    writer.write(b"one\n")
+    reader = LogReader(log, follow=True)
+    got = reader.read(TailPos(), final=False)
+    log.rename(tmp_path / "output.log.1")
+    log.write_bytes(b"new file\n")
+    writer.write(b"two\n")
+    got = reader.read(got.pos, final=False)
+    assert (got.data, got.restarted, reader.moved) == (b"two\n", None, True)
+    assert reader.held.read_bytes() == b"one\ntwo\n"
+    # A daemon restarted finds the file by the saved inode, not by its name.
+    again = LogReader(log, follow=True)
+    assert again.adopt(got.pos.inode, [log, tmp_path / "output.log.1"]) == tmp_path / "output.log.1"
+    writer.write(b"three\n")
+    assert again.read(got.pos, final=False).data == b"three\n"
+    writer.close()
+    reader.close()
+    again.close()
