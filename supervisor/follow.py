@@ -41,8 +41,8 @@ def child_output(run: RunDir, shim: tuple[int | None, float | None], inode: int 
         if os.path.exists(proc):
             return proc
     if inode is not None:
-        with contextlib.suppress(OSError):
-            for place in [run.output, *sorted(run.path.glob("output.log?*"))]:
+        for place in [run.output, *sorted(run.path.glob("output.log?*"))]:
+            with contextlib.suppress(OSError):
                 if place.stat().st_ino == inode:
                     return place
     return run.output

@@ -128,6 +128,13 @@ class Tracker:
         found = self.reader.adopt(self.pos.inode, [*shim, *self._rotated()])
         if found is not None:
             log.info("process %d: reading its output where it was renamed to: %s", self.id, found)
+        else:
+            log.warning(
+                "process %d: the file it wrote its output to is gone (deleted by log rotation "
+                "while no daemon held it?); what it wrote there after byte %d was never scanned",
+                self.id,
+                self.pos.offset,
+            )
 
     @property
     def output_watch_path(self) -> str:
@@ -265,7 +272,7 @@ class Tracker:
             if not lines.more:
                 break
             verify = False  # the rest of this read is the same file
-        if self.reader.moved or self.new_reader is not None:
+        if (self.reader.moved or self.new_reader is not None) and self.run.path.is_dir():
             self._scan_new(final=final, res=res)
         self._cap_log(res)
 

@@ -42,10 +42,11 @@ def _hooks(env: Env) -> Path:
     return env.write("hooks.json", json.dumps({"hooks": [hook], "limits": {"rate": "1/hour"}}))
 
 
-def _logrotate_conf(env: Env, pid: int) -> tuple[Path, Path]:
+def _logrotate_conf(env: Env, pid: int, keep: int = 3) -> tuple[Path, Path]:
     # logrotate's defaults: `create` (rename, then a new empty file), no copytruncate.
     log = env.home / "runs" / str(pid) / "output.log"
-    conf = env.write("logrotate.conf", f"{log} {{\n    rotate 3\n    missingok\n}}\n")
+    body = f"{log} {{\n    create\n    rotate {keep}\n    missingok\n}}\n"
+    conf = env.write("logrotate.conf", body)
     return conf, env.work / "logrotate.state"
 
 
@@ -101,7 +102,9 @@ def test_logrotate_create_mode_loses_no_fire(env: Env, daemon: Daemon) -> None:
 def test_logrotate_with_daemon_sigkills_loses_and_repeats_nothing(env: Env, daemon: Daemon) -> None:
     rng = random.Random()
     pid = env.run_d(sys.executable, "-u", "-c", _writer(0.1), hooks=_hooks(env))["id"]
-    conf, state = _logrotate_conf(env, pid)
+    # Generations enough that the child's file outlives the run: had logrotate deleted it
+    # after the process ended and while no daemon ran, its unread lines would be gone.
+    conf, state = _logrotate_conf(env, pid, keep=20)
     for round in range(4):
         time.sleep(rng.uniform(0.1, 0.4))
         _rotate(conf, state)
@@ -126,7 +129,7 @@ def test_both_files_are_read_after_a_rotation(env: Env, daemon: Daemon) -> None:
     wait_until(lambda: "noise" in env.cli("logs", str(pid)).stdout, 15, "output")
     _rotate(conf, state)
     # Another writer (not the child) appends to the output.log logrotate created.
-    with open(env.home / "runs" / str(pid) / "output.log", "a") as f:
+    with open(env.home / "runs" / str(pid) / "output.log", "r+") as f:
         f.write("MARK other\n")
     flag.touch()
     env.wait_state(pid, "exited", timeout=30)
@@ -136,6 +139,8 @@ def test_both_files_are_read_after_a_rotation(env: Env, daemon: Daemon) -> None:
     logs = env.cli("logs", str(pid), check=True).stdout
     assert logs == "noise\nnoise after\nMARK end\n"
     assert env.cli("logs", str(pid), "-n", "1", check=True).stdout == "MARK end\n"
+    (env.home / "runs" / str(pid) / "output.log").unlink()  # as with logrotate's `nocreate`
+    assert env.cli("logs", str(pid), check=True).stdout == logs
 
 
 def test_attached_run_and_logs_f_show_the_lines_after_a_rotation(env: Env, daemon: Daemon) -> None:
