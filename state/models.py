@@ -42,6 +42,7 @@ class ProcessRow(SQLModel, table=True):
     exit_code: int | None = None
     signal: str | None = None
     result: str | None = None  # success | exit-code | signal | lost, as systemd says
+    end_reason: str | None = None  # why a lost process was given up (e.g. "run dir deleted")
     started_at: float = 0.0
     # CLOCK_BOOTTIME at started_at, in boot `boot_id`: timeouts count on it (clocks.py).
     started_boot: float | None = None
@@ -55,6 +56,12 @@ class ProcessRow(SQLModel, table=True):
     log_skipping: bool = False
     log_archived: int = 0
     log_punched: int = 0  # output.log's head up to here was freed (copied to output.log.1)
+    # The file output.log names once the child's own file was renamed away (logrotate's
+    # `create`): read from its start, its position saved like the child's file's.
+    log_new_offset: int = 0
+    log_new_inode: int | None = None
+    log_new_head: str | None = None
+    log_new_skipping: bool = False
 
 
 class HookCounter(SQLModel, table=True):

@@ -15,7 +15,7 @@ from state.paths import StatePaths, state_paths
 from state.reader import Reader, Row
 from supervisor import views
 from supervisor.daemonlock import running_pid
-from supervisor.follow import follow_output
+from supervisor.follow import child_output, follow_output
 from supervisor.redaction import make_redact
 from supervisor.rundir import RunDir
 from supervisor.running import cmd_run, err
@@ -249,30 +249,33 @@ def _process(paths: StatePaths, process_id: int) -> Row:
 def cmd_logs(args: argparse.Namespace, paths: StatePaths) -> int:
     row = _process(paths, args.id)
     run = RunDir(paths.run_dir(args.id))
-    if not run.output.exists():
+    shim = (row["shim_pid"], row["shim_started"])
+    # The child's own file, also where logrotate renamed it (its lines keep going there).
+    source = child_output(run, shim, row["log_inode"])
+    if not source.exists():
         raise SuperviseError(f"process {args.id} has no output file ({run.output} is gone)")
     out = sys.stdout.buffer
     # Output past max_log_bytes was moved to output.log.1; its place in output.log is a hole.
     offset = row["log_punched"] or 0
     if offset and args.lines is None:
         err(f"supervise: the first {offset} bytes of output are in {run.archive} (max_log_bytes)")
-    size = run.output.stat().st_size if run.output.exists() else 0
+    size = source.stat().st_size if source.exists() else 0
     if args.lines is not None:
         if args.lines < 0:
             raise UserError(f"-n must be 0 or more, got {args.lines}")
         from supervisor.tailing import tail_lines
 
-        for line in tail_lines(run.output, size, args.lines, floor=offset) if args.lines else []:
+        for line in tail_lines(source, size, args.lines, floor=offset) if args.lines else []:
             out.write(line.encode() + b"\n")
         out.flush()
         offset = size
     if args.follow:
         try:
-            follow_output(run, out, offset=offset, shim=(row["shim_pid"], row["shim_started"]))
+            follow_output(run, out, offset=offset, shim=shim, source=source)
         except KeyboardInterrupt:
             return 0
     elif args.lines is None:
-        with open(run.output, "rb") as f:
+        with open(source, "rb") as f:
             f.seek(offset)
             while chunk := f.read(1 << 16):
                 out.write(chunk)

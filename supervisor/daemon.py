@@ -47,8 +47,10 @@ from supervisor.firing import load_all_counters
 from supervisor.inotify import (
     IN_CLOSE_WRITE,
     IN_CREATE,
+    IN_DELETE,
     IN_IGNORED,
     IN_MODIFY,
+    IN_MOVED_FROM,
     IN_MOVED_TO,
     IN_ONESHOT,
     IN_ONLYDIR,
@@ -60,7 +62,7 @@ from supervisor.limits import Counter
 from supervisor.logcap import max_log_bytes
 from supervisor.redaction import RedactingFilter, make_redact
 from supervisor.threadhost import ThreadHost
-from supervisor.tracker import StepResult, Tracker
+from supervisor.tracker import RUN_DIR_GONE, StepResult, Tracker, lose_unknown
 
 log = logging.getLogger("supervise.daemon")
 
@@ -115,7 +117,6 @@ class Daemon:
         self.outputs = Inotify()  # one-shot watches on output.log, read in batches
         self.out_wd: dict[int, int] = {}  # process id -> its armed (unfired) output watch
         self.out_wd_pid: dict[int, int] = {}
-        self.output_paths: dict[int, str] = {}
         # Read again in the first output batch from the given monotonic time (the docstring).
         self.busy: dict[int, float] = {}
         self.last_read: dict[int, float] = {}  # monotonic time of each busy process's last read
@@ -181,7 +182,10 @@ class Daemon:
     # -- watching files --------------------------------------------------------------------
 
     def _watch_runs(self) -> None:
-        self.runs_wd = self.inotify.add(str(self.paths.runs), IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)
+        # A run dir deleted or moved away must not leave its process "running" forever.
+        self.runs_wd = self.inotify.add(
+            str(self.paths.runs), IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR
+        )
         # The CLI writes `wake` after it queued, approved or cancelled a thread.
         self.home_wd = self.inotify.add(str(self.paths.home), IN_CLOSE_WRITE | IN_MOVED_TO)
 
@@ -205,9 +209,12 @@ class Daemon:
         """Watch output.log for its next write (once); False if it is not there yet."""
         if pid in self.out_wd:
             return True  # armed, and nothing was written since
-        path = self.output_paths.get(pid)
-        if path is None:
-            path = self.output_paths[pid] = str(self.paths.run_dir(pid) / "output.log")
+        tracker = self.trackers.get(pid)
+        # The file the child writes to, wherever logrotate renamed it (tracker.py).
+        if tracker is not None:
+            path = tracker.output_watch_path
+        else:
+            path = str(self.paths.run_dir(pid) / "output.log")
         try:
             wd = self.outputs.add(path, OUTPUT_EVENTS)
         except OSError:
@@ -296,7 +303,9 @@ class Daemon:
                 self.dispatcher.poke()
             return
         if ev.wd == self.runs_wd:
-            if ev.name.isdigit():
+            if ev.name.isdigit() and ev.mask & (IN_DELETE | IN_MOVED_FROM):
+                self.enqueue(int(ev.name), "liveness")  # its step finds the run dir gone
+            elif ev.name.isdigit():
                 self._watch_dir(int(ev.name))
                 self.enqueue(int(ev.name))
             return
@@ -416,6 +425,9 @@ class Daemon:
                     counters=self.prefetched_counters.pop(pid, None),
                 )
             except FileNotFoundError:
+                if row.state == "running" and not self.paths.run_dir(pid).is_dir():
+                    lose_unknown(self.store, row, RUN_DIR_GONE, clock=self.clock)
+                    return StepResult(ended=True)
                 return None  # the CLI has not written spec.json yet; its write brings us back
             reasons = reasons | {"liveness"}
         due = [r.split(":", 1)[1] for r in reasons if r.startswith("timeout:")]
@@ -450,7 +462,6 @@ class Daemon:
         self._disarm_output(pid)
         self.busy.pop(pid, None)
         self.last_read.pop(pid, None)
-        self.output_paths.pop(pid, None)
         scope = self.watch_scopes.pop(pid, None)
         if scope is not None:
             scope.cancel()

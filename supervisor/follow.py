@@ -6,6 +6,9 @@ watchfiles sets, made every write() of a line-at-a-time child pay a notification
 runtime). Its end comes by a pidfd on the shim, which exits right after writing exit.json.
 An attached `run` also watches `attached`, which the daemon touches when a hook of this
 process fired, so that the thread it spawned is named as it happens.
+
+What is followed is the file the child writes to, held open: logrotate's default renames
+output.log and creates an empty one, and the child's lines keep going to the renamed file.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import os
 import select
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import BinaryIO
 
 from supervisor.identity import is_same
@@ -29,15 +33,49 @@ _TICK_S = 2.0
 _OUTPUT_EVENTS = IN_MODIFY | IN_ONESHOT
 
 
-def _drain(run: RunDir, offset: int, out: BinaryIO) -> int:
-    try:
-        with open(run.output, "rb") as f:
-            f.seek(offset)
-            while chunk := f.read(1 << 16):
-                out.write(chunk)
-                offset += len(chunk)
-    except FileNotFoundError:
-        pass
+def child_output(run: RunDir, shim: tuple[int | None, float | None], inode: int | None) -> Path:
+    """The file the child writes to: the shim's stdout while it runs, else the file of the
+    run dir with the inode the daemon saved (output.log, or where logrotate renamed it)."""
+    if shim[0] is not None and is_same(*shim):
+        proc = Path(f"/proc/{shim[0]}/fd/1")
+        if os.path.exists(proc):
+            return proc
+    if inode is not None:
+        for place in [run.output, *sorted(run.path.glob("output.log?*"))]:
+            with contextlib.suppress(OSError):
+                if place.stat().st_ino == inode:
+                    return place
+    return run.output
+
+
+class _Held:
+    """The followed file, opened once (it may be renamed or deleted later) when it exists."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.file: BinaryIO | None = None
+
+    def get(self) -> BinaryIO | None:
+        if self.file is None:
+            with contextlib.suppress(OSError):
+                self.file = open(self.path, "rb")  # noqa: SIM115  # closed by close()
+        return self.file
+
+    def watch_path(self) -> str:
+        return str(self.path) if self.file is None else f"/proc/self/fd/{self.file.fileno()}"
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+
+
+def _drain(held: _Held, offset: int, out: BinaryIO) -> int:
+    f = held.get()
+    if f is not None:
+        f.seek(offset)
+        while chunk := f.read(1 << 16):
+            out.write(chunk)
+            offset += len(chunk)
     out.flush()
     return offset
 
@@ -58,12 +96,15 @@ def follow_output(
     offset: int = 0,
     shim: tuple[int | None, float | None] = (None, None),
     on_news: Callable[[], None] | None = None,
+    source: Path | None = None,
 ) -> ExitRecord | None:
     """Copy output to `out` as it grows until the process ends; its exit record, if any.
 
     `on_news` is called when the daemon touches the run dir's `attached` file (a hook
-    fired). Returns None when the shim vanished without an exit record (the process is lost).
+    fired). `source` is the file to follow (output.log unless given: see `child_output`).
+    Returns None when the shim vanished without an exit record (the process is lost).
     """
+    held = _Held(source or run.output)
     ino = Inotify()
     pidfd = _pidfd(*shim)
     try:
@@ -72,10 +113,10 @@ def follow_output(
                 ino.add(str(run.attached), IN_ATTRIB)
         while True:
             with contextlib.suppress(OSError):  # not there yet: the tick looks again
-                ino.add(str(run.output), _OUTPUT_EVENTS)  # before the read: no write slips by
-            offset = _drain(run, offset, out)
+                ino.add(held.watch_path(), _OUTPUT_EVENTS)  # before the read: no write slips by
+            offset = _drain(held, offset, out)
             if (rec := run.read_exit()) is not None:
-                _drain(run, offset, out)
+                _drain(held, offset, out)
                 return rec
             if pidfd is None and shim[0] is not None and not is_same(*shim):
                 return None  # gone without an exit record (checked once more above)
@@ -91,11 +132,12 @@ def follow_output(
             if on_news is not None and any(e.mask & IN_ATTRIB for e in events):
                 # The line that fired is in the file already: show it before the news.
                 with contextlib.suppress(OSError):
-                    ino.add(str(run.output), _OUTPUT_EVENTS)
-                offset = _drain(run, offset, out)
+                    ino.add(held.watch_path(), _OUTPUT_EVENTS)
+                offset = _drain(held, offset, out)
                 on_news()
     finally:
         ino.close()
+        held.close()
         if pidfd is not None:
             os.close(pidfd)
 

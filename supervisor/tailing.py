@@ -4,12 +4,18 @@ Lines, not chunks: a partial last line waits for its newline until the process h
 A line longer than MAX_LINE is matched on its first MAX_LINE bytes and the rest is skipped
 without buffering it. A file replaced, truncated or rewritten under us (new inode, size below
 the offset, a different first line, as fail2ban checks) restarts reading from its start.
+
+The daemon's reader `follow`s the file it holds open: logrotate's default renames
+output.log and creates a new one, but the child keeps writing to the renamed file through
+its stdout, so that file is read to the process's end (as `tail -F` and fluent-bit keep
+their fd); the new output.log is read too, from its start, by a second reader.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -94,8 +100,10 @@ class LogReader:
     coalesced output reads, where a truncation is still noticed (the size shrinks).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, follow: bool = False) -> None:
         self.path = path
+        self.follow = follow  # keep the file held open when the path names another one
+        self.moved = False  # (follow) a verifying read found the path naming another file
         self._fd: int | None = None
         self.blocks = 0  # st_blocks at the last read: what the file occupies on disk
 
@@ -104,13 +112,41 @@ class LogReader:
             os.close(self._fd)
             self._fd = None
 
-    def _open(self, verify: bool) -> int | None:
-        if self._fd is not None and verify:
+    @property
+    def held(self) -> Path:
+        """A path to the file held open, renamed or deleted as it may be (else `path`)."""
+        return self.path if self._fd is None else Path(f"/proc/self/fd/{self._fd}")
+
+    def at_path(self) -> bool:
+        """Whether `path` still names the file held open (or nothing is held)."""
+        if self._fd is None:
+            return True
+        try:
+            return os.stat(self.path).st_ino == os.fstat(self._fd).st_ino
+        except FileNotFoundError:
+            return False
+
+    def adopt(self, inode: int | None, places: Iterable[Path]) -> Path | None:
+        """Hold open the first of `places` that is the file `inode` (any file if None): where
+        a renamed output.log went, or /proc/PID/fd/1 of the shim, which writes to it."""
+        for place in places:
             try:
-                if os.stat(self.path).st_ino != os.fstat(self._fd).st_ino:
-                    self.close()  # replaced: read the file the path names now
-            except FileNotFoundError:
+                fd = os.open(place, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                continue
+            if inode is None or os.fstat(fd).st_ino == inode:
                 self.close()
+                self._fd = fd
+                return place
+            os.close(fd)
+        return None
+
+    def _open(self, verify: bool) -> int | None:
+        if self._fd is not None and verify and not self.at_path():
+            if self.follow:
+                self.moved = True  # renamed away (rotated): whoever writes it still does
+            else:
+                self.close()  # replaced: read the file the path names now
         if self._fd is None:
             try:
                 self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)

@@ -12,6 +12,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from agent_threads.spawn import FireFacts
@@ -20,7 +21,7 @@ from state.models import ProcessRow
 from state.paths import StatePaths
 from supervisor import clocks
 from supervisor.firing import FireEvent, Outcome, commit_fires, load_counters
-from supervisor.hookspec import Hook, HookFile, OnExit, OnOutputMatch, OnTimeout
+from supervisor.hookspec import Hook, HookFile, Limits, OnExit, OnOutputMatch, OnTimeout
 from supervisor.identity import boot_id, is_same, start_time
 from supervisor.limits import Counter, scan_budget
 from supervisor.logcap import BLOCK, DEFAULT_MAX_LOG_BYTES, plan_punch, punch
@@ -30,6 +31,8 @@ from supervisor.tailing import Lines, LogReader, TailPos, tail_lines
 
 log = logging.getLogger("supervise.daemon")
 
+RUN_DIR_GONE = "run dir deleted"
+VERIFY_EVERY_S = 1.0  # coalesced reads look for a rotated output.log at most this often
 SAVE_EVERY = 64 * 1024 * 1024  # bytes scanned without a fire before the offset is saved anyway
 STARTING_GRACE_S = 60.0  # a row still "starting" after this, with no shim, was never launched
 TIMER_SLACK_S = 0.05  # a timeout woken this early is due: timers may wake a hair before
@@ -82,7 +85,16 @@ class Tracker:
         self.shim_started = row.shim_started
         self.boot_id = row.boot_id
         self.pos = TailPos(row.log_offset, row.log_inode, row.log_head, row.log_skipping)
-        self.reader = LogReader(self.run.output)
+        self.reader = LogReader(self.run.output, follow=True)
+        self._adopt_child_file()
+        # The output.log logrotate created after renaming the child's file (see tailing.py).
+        self.new_pos = TailPos(
+            row.log_new_offset, row.log_new_inode, row.log_new_head, row.log_new_skipping
+        )
+        self.new_reader: LogReader | None = None
+        if row.log_new_inode is not None:
+            self.new_reader = LogReader(self.run.output, follow=True)
+            self.new_reader.adopt(row.log_new_inode, [self.run.output, *self._rotated()])
         self.archived = row.log_archived
         self.saved_offset = row.log_offset
         self.punched = row.log_punched
@@ -94,10 +106,53 @@ class Tracker:
         self.counters = load_counters(store, self.id) if counters is None else counters
         self._budget_cache: list[int] | None = None
         self.timeouts_armed = False
+        self._verify_due = 0.0  # monotonic
+
+    def _rotated(self) -> list[Path]:
+        """Where logrotate may have renamed output.log to (output.log.1, output.log-DATE)."""
+        try:
+            return sorted(self.run.path.glob("output.log?*"))
+        except OSError:
+            return []
+
+    def _adopt_child_file(self) -> None:
+        """Hold open the file the child writes to, wherever it is now: output.log, unless it
+        was renamed while no daemon held it (the shim's stdout is it, and so is the renamed
+        file with the saved inode)."""
+        shim = []
+        if self.shim_pid is not None:
+            shim = [Path(f"/proc/{self.shim_pid}/fd/1")]
+        if self.pos.inode is None:
+            # Nothing read yet: the shim's stdout is the child's file even if renamed already.
+            if shim and is_same(self.shim_pid, self.shim_started):
+                self.reader.adopt(None, shim)
+            return
+        if self.reader.adopt(self.pos.inode, [self.run.output]) is not None:
+            return  # the common case: one open, as the first read would do anyway
+        if not (shim and is_same(self.shim_pid, self.shim_started)):
+            shim = []
+        found = self.reader.adopt(self.pos.inode, [*shim, *self._rotated()])
+        if found is not None:
+            log.info("process %d: reading its output where it was renamed to: %s", self.id, found)
+        else:
+            log.warning(
+                "process %d: the file it wrote its output to is gone (deleted by log rotation "
+                "while no daemon held it?); what it wrote there after byte %d was never scanned",
+                self.id,
+                self.pos.offset,
+            )
+
+    @property
+    def output_watch_path(self) -> str:
+        """What to watch for the child's writes: the file held open, wherever it is now (an
+        inotify watch on output.log's path would follow a renamed-away file no more)."""
+        return str(self.reader.held)
 
     # -- facts ---------------------------------------------------------------------------
 
-    def _facts(self, hook: Hook, at: float, tail_end: int | None) -> FireFacts:
+    def _facts(
+        self, hook: Hook, at: float, tail_end: int | None, source: Path | None = None
+    ) -> FireFacts:
         """What every fire of `hook` tells its thread; callers add the trigger's own facts."""
         return FireFacts(
             command=self.command,
@@ -108,7 +163,11 @@ class Tracker:
             runtime_s=at - self.started_at,
             purpose=self.hooks.purpose,
             context=self.hooks.context,
-            output_tail=tail_lines(self.run.output, tail_end, floor=self.punched),
+            output_tail=(
+                tail_lines(self.reader.held, tail_end, floor=self.punched)
+                if source is None
+                else tail_lines(source, tail_end)
+            ),
         )
 
     def _counter(self, hook: Hook) -> Counter:
@@ -119,6 +178,12 @@ class Tracker:
     def step(self, *, check_liveness: bool, timeouts_due: list[str] | None = None) -> StepResult:
         """Scan new output, and settle the process if it ended."""
         res = StepResult()
+        if not self.run.path.is_dir():
+            # Nothing can tell its end any more (the shim writes exit.json there): give up on
+            # it now, after reading what it wrote (the file is still held open).
+            self._scan(final=True, res=res)
+            self._lost(res, RUN_DIR_GONE)
+            return res
         if self._learn_pids():
             check_liveness = True  # the first moment its end can be watched (a pidfd)
         record = self.run.read_exit()
@@ -134,7 +199,7 @@ class Tracker:
             if record is not None:
                 self._exited(record, res)
             else:
-                self._lost(res)
+                self._lost(res, "ended without an exit record")
             return res
         if self.shim_pid is None and self.pid is None:
             # Recorded but never launched (the CLI died in between): lost once the grace ends.
@@ -171,11 +236,19 @@ class Tracker:
         """Scan what was written since the last read, and nothing else: the step for a
         coalesced output event (the end, timeouts and liveness come by other events)."""
         res = StepResult()
-        self._scan(final=False, res=res, verify=False)
+        # A full check costs a stat and a read of the head: once a second, which notices a
+        # rotation (and starts reading the new output.log) while the process still runs.
+        now = time.monotonic()
+        verify = now >= self._verify_due
+        if verify:
+            self._verify_due = now + VERIFY_EVERY_S
+        self._scan(final=False, res=res, verify=verify)
         return res
 
     def close(self) -> None:
         self.reader.close()
+        if self.new_reader is not None:
+            self.new_reader.close()
 
     def _budget(self) -> list[int]:
         # Counters change only in _commit, which drops this: a busy process reads often.
@@ -206,13 +279,71 @@ class Tracker:
             if not lines.more:
                 break
             verify = False  # the rest of this read is the same file
+        if (self.reader.moved or self.new_reader is not None) and self.run.path.is_dir():
+            self._scan_new(final=final, res=res)
         self._cap_log(res)
+
+    def _scan_new(self, *, final: bool, res: StepResult) -> None:
+        """Read the output.log that replaced the child's renamed file, from its start; when
+        that one is renamed too, read it to its end, then its successor."""
+        if self.new_reader is None:
+            log.info(
+                "process %d: output.log was renamed (rotated?); reading on in the file the "
+                "process writes to, and the new output.log from its start",
+                self.id,
+            )
+            self.new_reader = LogReader(self.run.output, follow=True)
+            self.new_pos = TailPos()
+        reader = self.new_reader
+        while True:
+            budget = self._budget()
+            before = self.new_pos
+            was_moved = reader.moved
+            lines = reader.read(before, final=final or was_moved, skim=not any(budget))
+            if not lines.empty or lines.pos != before:
+                self._commit_new_lines(lines, budget, res)
+            if lines.more:
+                continue
+            if not reader.moved:
+                return
+            if not was_moved:
+                continue  # once more, as a final read: a last line without its newline counts
+            # Rotated again: this one is read to its end; its successor starts at 0.
+            reader.close()
+            reader = self.new_reader = LogReader(self.run.output, follow=True)
+            self.new_pos = TailPos()
+
+    def _commit_new_lines(self, lines: Lines, budget: list[int], res: StepResult) -> None:
+        if lines.pos.inode is not None and lines.pos.inode == self.pos.inode:
+            return  # output.log names the child's file again: it is read as that
+        now = self.clock()
+        events = []
+        for m in self.matcher.scan(lines.data, budget):
+            hook = self.match_hooks[m.pattern]
+            text = lines.data[m.start : m.end].decode("utf-8", "replace").rstrip("\r")
+            assert isinstance(hook.trigger, OnOutputMatch)
+            assert self.new_reader is not None
+            facts = replace(
+                self._facts(hook, now, lines.start + m.end + 1, self.new_reader.held),
+                matched_line=text,
+                pattern=hook.trigger.pattern,
+            )
+            # Its own keys: offsets in this file are not positions in the child's output.
+            key = f"{self.id}:{hook.name}:@i{lines.pos.inode}+{lines.start + m.start}"
+            events.append(FireEvent(hook, key, now, text, facts))
+        first = lines.pos.inode != self.new_pos.inode
+        self.new_pos = lines.pos
+        if events or first or lines.restarted:
+            self._commit(events, res)
 
     def _cap_log(self, res: StepResult) -> None:
         # Nothing to free until the scanned bytes pass half the bound: skip the arithmetic.
         if self.max_log_bytes <= 0 or self.pos.offset - self.max_log_bytes // 2 <= (
             self.punched + BLOCK
         ):
+            return
+        if self.reader.moved or not self.reader.at_path():
+            # Rotated by another tool, which bounds it: output.log.1 may be the child's file.
             return
         on_disk = self.reader.blocks * 512
         plan = plan_punch(on_disk, self.pos.offset, self.punched, self.max_log_bytes)
@@ -272,6 +403,10 @@ class Tracker:
             "log_skipping": pos.skipping,
             "log_archived": self.archived,
             "log_punched": self.punched,
+            "log_new_offset": self.new_pos.offset,
+            "log_new_inode": self.new_pos.inode,
+            "log_new_head": self.new_pos.head,
+            "log_new_skipping": self.new_pos.skipping,
             **(end or {}),
         }
         self._budget_cache = None
@@ -328,8 +463,15 @@ class Tracker:
             end["shim_pid"] = self.shim_pid
         self._settle(events, end, res)
 
-    def _lost(self, res: StepResult) -> None:
+    def _lost(self, res: StepResult, reason: str) -> None:
         now = self.clock()
+        log.warning("process %d: lost (%s); exit code unknown", self.id, reason)
+        if reason == RUN_DIR_GONE and is_same(self.pid, self.pid_started):
+            log.warning(
+                "process %d: pid %s still runs, no longer supervised; kill it if unwanted",
+                self.id,
+                self.pid,
+            )
         events = []
         for hook in self.hooks.hooks:
             if isinstance(hook.trigger, OnExit):
@@ -347,7 +489,8 @@ class Tracker:
                     )
                 )
 
-        self._settle(events, {"state": "lost", "result": "lost", "ended_at": now}, res)
+        end = {"state": "lost", "result": "lost", "ended_at": now, "end_reason": reason}
+        self._settle(events, end, res)
 
     def _settle(self, events: list[FireEvent], end: dict[str, Any], res: StepResult) -> None:
         self._commit(events, res, end)
@@ -397,3 +540,15 @@ class Tracker:
                 )
         if events:
             self._commit(events, res)
+
+
+def lose_unknown(store: Store, row: ProcessRow, reason: str, *, clock: Callable[[], float]) -> None:
+    """Mark a process lost whose hooks cannot be known (its run dir went with spec.json)."""
+    assert row.id is not None
+    log.warning(
+        "process %d: lost (%s); its hooks went with it (spec.json), so no on_exit hook fired",
+        row.id,
+        reason,
+    )
+    end = {"state": "lost", "result": "lost", "ended_at": clock(), "end_reason": reason}
+    commit_fires(store, row.id, [], limits=Limits(), expect_offset=row.log_offset, changes=end)

@@ -35,6 +35,7 @@ def process_json(p: Row) -> dict[str, Any]:
         "exit_code": p["exit_code"],
         "signal": p["signal"],
         "result": p["result"],
+        "reason": p.get("end_reason"),
         "started_at": iso(p["started_at"]),
         "ended_at": iso(p["ended_at"]),
         "depth": p["depth"],
@@ -117,6 +118,8 @@ def process_table(rows: Sequence[Row], now: float) -> str:
         code = "-" if p["exit_code"] is None else str(p["exit_code"])
         if p["signal"]:
             code = f"{code} ({p['signal']})"
+        elif p.get("end_reason"):
+            code = f"{code} ({p['end_reason']})"
         state = "running" if p["state"] == "starting" else p["state"]
         body.append(
             [
