@@ -12,7 +12,7 @@ from typing import Literal
 from sqlalchemy import UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 ProcessState = Literal["starting", "running", "exited", "lost"]
 ThreadStatus = Literal["queued", "running", "waiting_approval", "completed", "failed", "cancelled"]
@@ -53,6 +53,12 @@ class ProcessRow(SQLModel, table=True):
     log_skipping: bool = False
     log_archived: int = 0
     log_punched: int = 0  # output.log's head up to here was freed (copied to output.log.1)
+    # Added in schema 4. What its threads run under (hooks, permissions, shell hooks,
+    # extension pins) as launched: spec.json is a copy for people, and a tool could write it.
+    spec: str | None = None
+    # SHA-256 of runs/N/env.json, the environment it was launched with (kept out of the DB:
+    # values may be secrets). Its threads' tools get that environment, once it matches.
+    env_sha256: str | None = None
 
 
 class HookCounter(SQLModel, table=True):

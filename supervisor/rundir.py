@@ -1,17 +1,22 @@
-"""One process's run directory: spec.json, output.log, child.pid, shim.pid, exit.json.
+"""One process's run directory: spec.json, env.json, output.log, child.pid, shim.pid, exit.json.
 
-The files are the source of truth the shim writes without the daemon; the database only
-records what the daemon has made of them.
+The shim writes its files without the daemon, and they are the truth about the child. What
+the process's threads run under is not: spec.json is a copy of the launch record in the
+database, and env.json is used only while it matches the SHA-256 recorded there. A thread's
+tool (or anything else) that writes them gains nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from state.errors import StateError
 
 Result = Literal["success", "exit-code", "signal", "lost"]
 
@@ -23,6 +28,11 @@ class RunDir:
     @property
     def spec(self) -> Path:
         return self.path / "spec.json"
+
+    @property
+    def env(self) -> Path:
+        """The environment the process was launched with (0600: values may be secrets)."""
+        return self.path / "env.json"
 
     @property
     def output(self) -> Path:
@@ -57,12 +67,60 @@ class RunDir:
         """
         return self.path / "attached"
 
-    def write_spec(self, spec: dict[str, Any]) -> None:
-        write_json_atomic(self.spec, spec)
+    def write_spec(self, text: str) -> None:
+        write_text_atomic(self.spec, text)
 
     def read_spec(self) -> dict[str, Any]:
+        """spec.json as found: only for processes launched before the DB kept the record."""
         data: dict[str, Any] = json.loads(self.spec.read_text())
         return data
+
+    def check_spec(self, recorded: str) -> None:
+        """Refuse a spec.json that differs from the launch record (a missing one is fine:
+        the record is the truth, the file only shows it).
+
+        Raises:
+            StateError: naming the file and what to do.
+        """
+        try:
+            on_disk = self.spec.read_text(errors="replace")
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StateError(f"{self.spec}: cannot be read to check it: {exc.strerror}") from exc
+        if on_disk != recorded:
+            raise StateError(
+                f"{self.spec} was changed after launch (it no longer matches the launch record "
+                "in the state database); refusing to run a thread under it. A running "
+                "process's hooks and permissions cannot be changed: stop it and start it "
+                "again with `supervise run`"
+            )
+
+    def write_env(self, text: str) -> None:
+        write_text_atomic(self.env, text)
+
+    def read_env(self, sha256: str) -> dict[str, str]:
+        """env.json, once its SHA-256 is the one recorded at launch.
+
+        Raises:
+            StateError: it is missing, unreadable, or was changed.
+        """
+        try:
+            data = self.env.read_bytes()
+        except OSError as exc:
+            raise StateError(
+                f"{self.env}: cannot be read ({exc.strerror}): the environment this process "
+                "was launched with is unknown, so its threads cannot run (was the run dir "
+                "deleted?); start the process again with `supervise run`"
+            ) from exc
+        if hashlib.sha256(data).hexdigest() != sha256:
+            raise StateError(
+                f"{self.env} was changed after launch (its SHA-256 no longer matches the "
+                "launch record in the state database); refusing to run a thread with it. "
+                "Stop the process and start it again with `supervise run`"
+            )
+        env: dict[str, str] = json.loads(data)
+        return env
 
     def read_pid(self, which: Literal["child", "shim"]) -> int | None:
         path = self.child_pid if which == "child" else self.shim_pid
@@ -108,11 +166,22 @@ class ExitRecord:
         return "success" if self.exit_code == 0 else "exit-code"
 
 
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+def spec_text(spec: dict[str, Any]) -> str:
+    """The launch record as stored in the DB and in spec.json, byte for byte."""
+    return json.dumps(spec, indent=1)  # key order kept: the prompt lists context as written
+
+
+def env_text(env: dict[str, str]) -> tuple[str, str]:
+    """env.json's text and its SHA-256 (what the DB keeps instead of the values)."""
+    text = json.dumps(env, sort_keys=True)
+    return text, hashlib.sha256(text.encode()).hexdigest()
+
+
+def write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=1)  # key order kept: the prompt lists context as written
+        f.write(text)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
