@@ -93,19 +93,18 @@ def test_a_thread_cannot_edit_its_spec_json_to_widen_the_next_threads_permission
     turns = [
         _call("Edit", path=dotdot, old_string='"Bash"', new_string='"Nothing"'),
         _call("Edit", path=str(spec), old_string='"allow": [', new_string='"allow": [\n"*",'),
-        _call("Write", path=str(spec), content='{"hooks": {}}'),
         _call("Bash", command="touch pwned"),
         {"content": "done"},
     ]
     # Edits allowed in the work dir and even in the state dir by the rules: the tools refuse.
-    allow = [f"Edit({env.work}/:*)", f"Edit({env.home}/:*)", f"Write({env.home}/:*)"]
+    allow = [f"Edit({env.work}/:*)", f"Edit({env.home}/:*)"]
     hooks = _hooks(env, turns, {"allow": allow, "deny": ["Bash"]})
     env.run_d(sys.executable, "-c", TWICE, hooks=hooks)
     before = wait_until(lambda: spec.exists() and spec.read_text(), 10, "spec.json")
 
     t1 = _thread(env, "t1", "completed")
-    edit_dotdot, edit_abs, write, bash = _results(t1)
-    for res in (edit_dotdot, edit_abs, write):
+    edit_dotdot, edit_abs, bash = _results(t1)
+    for res in (edit_dotdot, edit_abs):
         assert res["status"] == "error", res
         assert "refused: it is inside supervise's state directory" in res["output"]
     assert f"(that is {spec})" in edit_dotdot["output"]
@@ -115,7 +114,7 @@ def test_a_thread_cannot_edit_its_spec_json_to_widen_the_next_threads_permission
     (env.work / "go").touch()
     t2 = _thread(env, "t2", "completed")
     assert t2["error"] is None
-    assert _results(t2)[3]["status"] == "denied"  # Bash: still the launch's permissions
+    assert _results(t2)[2]["status"] == "denied"  # Bash: still the launch's permissions
     assert not (env.work / "pwned").exists()
 
 
@@ -156,12 +155,13 @@ def test_read_through_a_symlink_into_the_state_dir_is_refused(env: Env, daemon: 
         _call("Read", path="state/state.db"),
         _call("Read", path="/proc/self/environ"),
         _call("Read", path="notes.txt"),
+        _call("Write", path="state/runs/1/spec.json", content='{"hooks": {}}'),
         {"content": "done"},
     ]
-    hooks = _hooks(env, turns, {"allow": ["Read"]})
+    hooks = _hooks(env, turns, {"allow": ["Read", "Write"]})
     env.run_d(sys.executable, "-c", "print('FIRE')", hooks=hooks)
-    env_json, db, environ, notes = _results(_thread(env, "t1", "completed"))
-    for res in (env_json, db):
+    env_json, db, environ, notes, write = _results(_thread(env, "t1", "completed"))
+    for res in (env_json, db, write):
         assert res["status"] == "error"
         assert (
             "refused: it is inside supervise's state directory ($SUPERVISE_HOME)" in (res["output"])
@@ -169,6 +169,7 @@ def test_read_through_a_symlink_into_the_state_dir_is_refused(env: Env, daemon: 
     assert f"(that is {env.home}/runs/1/env.json)" in env_json["output"]
     assert environ["status"] == "error" and "daemon's own /proc entry" in environ["output"]
     assert notes["status"] == "ok" and "plain" in notes["output"]
+    assert json.loads((env.home / "runs" / "1" / "spec.json").read_text())["hooks"]["hooks"]
 
 
 # -- the process's environment -------------------------------------------------------------
