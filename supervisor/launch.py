@@ -4,8 +4,9 @@ The CLI calls this; a thread's RunProcess tool will too. Nothing is left half-re
 shim cannot start, the row and the run dir are removed again.
 
 The launch record (hooks, permissions, shell hooks, extension pins) goes into the process's
-row in the same transaction that creates it, with the SHA-256 of env.json: the daemon takes
-both from the DB, so nothing a tool writes into the run dir changes what a thread runs under.
+row in the same transaction that creates it, with the key that opens env.json: the daemon
+takes both from the DB, so nothing a tool writes into the run dir changes what a thread runs
+under.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from state.models import ProcessRow
 from state.paths import StatePaths
 from supervisor.hookspec import HookFile, Limits
 from supervisor.identity import boot_id, start_time
-from supervisor.rundir import RunDir, env_text, spec_text
+from supervisor.rundir import RunDir, seal_env, spec_text
 
 SHIM = Path(__file__).with_name("shim.sh")
 READY_TIMEOUT_S = 10.0
@@ -106,8 +107,10 @@ def launch(
     hooks = req.hooks
     if req.parent_limits is not None:
         hooks = hooks.with_limits(hooks.limits.strictest(req.parent_limits))
-    env, env_sha256 = env_text(req.child_env())
-    row = _insert_row(store, req, hooks, env_sha256, clock())
+    # All of it, sealed: its threads' tools get it less the model providers' keys, and what
+    # they save is scrubbed of every credential in it (the process may print its own).
+    env, env_key = seal_env(req.child_env())
+    row = _insert_row(store, req, hooks, env_key, clock())
     run = RunDir(paths.run_dir(_id(row)))
     try:
         run.path.mkdir(mode=0o700)
@@ -129,7 +132,7 @@ def _id(row: ProcessRow) -> int:
 
 
 def _insert_row(
-    store: Store, req: LaunchRequest, hooks: HookFile, env_sha256: str, now: float
+    store: Store, req: LaunchRequest, hooks: HookFile, env_key: str, now: float
 ) -> ProcessRow:
     name = req.name or Path(req.argv[0]).name
     row = ProcessRow(
@@ -142,7 +145,7 @@ def _insert_row(
         started_at=now,
         depth=req.depth,
         parent_thread_id=req.parent_thread_id,
-        env_sha256=env_sha256,
+        env_key=env_key,
     )
     with store.write() as s:
         s.add(row)

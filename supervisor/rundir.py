@@ -2,19 +2,21 @@
 
 The shim writes its files without the daemon, and they are the truth about the child. What
 the process's threads run under is not: spec.json is a copy of the launch record in the
-database, and env.json is used only while it matches the SHA-256 recorded there. A thread's
-tool (or anything else) that writes them gains nothing.
+database, and env.json is sealed with a key kept there (Fernet: AES and an HMAC), so it
+shows no secret in clear and a changed one does not open. A thread's tool (or anything
+else) that writes them gains nothing.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from cryptography.fernet import Fernet, InvalidToken
 
 from state.errors import StateError
 
@@ -96,29 +98,31 @@ class RunDir:
                 "again with `supervise run`"
             )
 
-    def write_env(self, text: str) -> None:
-        write_text_atomic(self.env, text)
+    def write_env(self, sealed: bytes) -> None:
+        write_text_atomic(self.env, sealed.decode("ascii"))
 
-    def read_env(self, sha256: str) -> dict[str, str]:
-        """env.json, once its SHA-256 is the one recorded at launch.
+    def read_env(self, key: str) -> dict[str, str]:
+        """env.json opened with the key recorded at launch.
 
         Raises:
             StateError: it is missing, unreadable, or was changed.
         """
         try:
-            data = self.env.read_bytes()
+            sealed = self.env.read_bytes()
         except OSError as exc:
             raise StateError(
                 f"{self.env}: cannot be read ({exc.strerror}): the environment this process "
                 "was launched with is unknown, so its threads cannot run (was the run dir "
                 "deleted?); start the process again with `supervise run`"
             ) from exc
-        if hashlib.sha256(data).hexdigest() != sha256:
+        try:
+            data = Fernet(key.encode("ascii")).decrypt(sealed)
+        except (InvalidToken, ValueError) as exc:
             raise StateError(
-                f"{self.env} was changed after launch (its SHA-256 no longer matches the "
+                f"{self.env} was changed after launch (it no longer opens with the key in the "
                 "launch record in the state database); refusing to run a thread with it. "
                 "Stop the process and start it again with `supervise run`"
-            )
+            ) from exc
         env: dict[str, str] = json.loads(data)
         return env
 
@@ -171,10 +175,10 @@ def spec_text(spec: dict[str, Any]) -> str:
     return json.dumps(spec, indent=1)  # key order kept: the prompt lists context as written
 
 
-def env_text(env: dict[str, str]) -> tuple[str, str]:
-    """env.json's text and its SHA-256 (what the DB keeps instead of the values)."""
-    text = json.dumps(env, sort_keys=True)
-    return text, hashlib.sha256(text.encode()).hexdigest()
+def seal_env(env: dict[str, str]) -> tuple[bytes, str]:
+    """env.json's sealed content and its new key (which the DB keeps instead of the values)."""
+    key = Fernet.generate_key()
+    return Fernet(key).encrypt(json.dumps(env, sort_keys=True).encode()), key.decode("ascii")
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -3,8 +3,8 @@
 Which model, which permissions, which directory, and RunProcess's launcher are decided
 here from the thread row, its process's launch record (in the DB, never spec.json) and the
 settings, then handed to `agent_threads` as plain values and callables. A process's threads'
-tools get the environment it was launched with (env.json, checked against the DB's hash),
-without the model providers' keys.
+tools get the environment it was launched with (env.json, opened with the DB's key), without
+the model providers' keys.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ class ThreadHost:
                 raise ModelError(f"process {process_id}'s spec.json cannot be read: {exc}") from exc
         try:
             run.check_spec(row.spec)
-            env = run.read_env(row.env_sha256) if row.env_sha256 is not None else None
+            env = run.read_env(row.env_key) if row.env_key is not None else None
         except StateError as exc:
             log.warning("process %d: %s", process_id, exc)
             raise

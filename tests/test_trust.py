@@ -9,10 +9,10 @@ handling, in process against real files.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
+import sqlite3
 import sys
 import threading
 from pathlib import Path
@@ -22,6 +22,7 @@ import anyio
 import pytest
 import yaml
 from conftest import Daemon, Env, wait_until
+from cryptography.fernet import Fernet
 
 from agent_threads.tools.base import ToolContext, ToolResult
 from agent_threads.tools.files import EditArgs, EditTool, ReadArgs, ReadTool, WriteArgs, WriteTool
@@ -129,9 +130,9 @@ def test_a_run_dir_file_changed_by_hand_is_refused(env: Env, daemon: Daemon, vic
         spec = json.loads(path.read_text())
         spec["hooks"]["agent"]["permissions"] = {"allow": ["*"]}
         path.write_text(json.dumps(spec, indent=1))
-    else:
-        saved = json.loads(path.read_text())
-        path.write_text(json.dumps({**saved, "LD_PRELOAD": "/tmp/evil.so"}, sort_keys=True))
+    else:  # sealed again with a key of the attacker's: it must not open with the DB's
+        evil = json.dumps({"LD_PRELOAD": "/tmp/evil.so", "PATH": "/usr/bin:/bin"}).encode()
+        path.write_bytes(Fernet(Fernet.generate_key()).encrypt(evil))
     (env.work / "go").touch()
 
     t = _thread(env, "t1")
@@ -195,7 +196,10 @@ def test_tools_see_the_process_env_also_after_the_daemon_is_killed(
     assert "token [redacted $APP_TOKEN]" in out and token not in out
     saved = (env.home / "runs" / "1" / "env.json").stat()
     assert saved.st_mode & 0o777 == 0o600
-    assert token.encode() not in (env.home / "state.db").read_bytes()
+    assert token.encode() not in (env.home / "runs" / "1" / "env.json").read_bytes()  # sealed
+    with sqlite3.connect(env.home / "state.db") as db:
+        saved_entries = "".join(r[0] for r in db.execute("select data from entry"))
+    assert "[redacted $APP_TOKEN]" in saved_entries and token not in saved_entries
 
     daemon.kill(signal.SIGKILL)
     daemon.start()
@@ -204,17 +208,22 @@ def test_tools_see_the_process_env_also_after_the_daemon_is_killed(
     assert (env.work / "out-t2").read_text() == "bar\n"
 
 
-def test_the_launch_record_is_in_the_db_with_the_env_hash(env: Env) -> None:
-    env.cli("run", "-d", "--env", "FOO=bar", "--", sys.executable, "-c", "pass", check=True)
+def test_the_launch_record_is_in_the_db_and_env_json_is_sealed(env: Env) -> None:
+    value = "a-value-of-foo-" + "9" * 12
+    env.extra["OPENAI_API_KEY"] = "sk-the-models-key-0123456789"
+    env.cli("run", "-d", "--env", f"FOO={value}", "--", sys.executable, "-c", "pass", check=True)
     run = env.home / "runs" / "1"
-    import sqlite3
-
     with sqlite3.connect(env.home / "state.db") as db:
-        spec, sha = db.execute("select spec, env_sha256 from process where id = 1").fetchone()
+        spec, key = db.execute("select spec, env_key from process where id = 1").fetchone()
     assert spec == (run / "spec.json").read_text()
     assert json.loads(spec)["env_keys"] == ["FOO"]
-    assert hashlib.sha256((run / "env.json").read_bytes()).hexdigest() == sha
-    assert json.loads((run / "env.json").read_text())["FOO"] == "bar"
+    sealed = (run / "env.json").read_bytes()
+    assert (
+        value.encode() not in sealed and value.encode() not in (env.home / "state.db").read_bytes()
+    )
+    saved = json.loads(Fernet(key.encode()).decrypt(sealed))
+    assert saved["FOO"] == value and saved["PYTHONUNBUFFERED"] == "1"
+    assert saved["OPENAI_API_KEY"] == env.extra["OPENAI_API_KEY"]  # kept, sealed: to scrub it
 
 
 # -- the file tools themselves (real files, in process) ------------------------------------
