@@ -15,6 +15,7 @@ import signal
 import sqlite3
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -157,11 +158,12 @@ def test_read_through_a_symlink_into_the_state_dir_is_refused(env: Env, daemon: 
         _call("Read", path="/proc/self/environ"),
         _call("Read", path="notes.txt"),
         _call("Write", path="state/runs/1/spec.json", content='{"hooks": {}}'),
+        _call("Read", path="state/runs/1/output.log"),  # its own output: the one exception
         {"content": "done"},
     ]
     hooks = _hooks(env, turns, {"allow": ["Read", "Write"]})
     env.run_d(sys.executable, "-c", "print('FIRE')", hooks=hooks)
-    env_json, db, environ, notes, write = _results(_thread(env, "t1", "completed"))
+    env_json, db, environ, notes, write, output = _results(_thread(env, "t1", "completed"))
     for res in (env_json, db, write):
         assert res["status"] == "error"
         assert (
@@ -170,6 +172,7 @@ def test_read_through_a_symlink_into_the_state_dir_is_refused(env: Env, daemon: 
     assert f"(that is {env.home}/runs/1/env.json)" in env_json["output"]
     assert environ["status"] == "error" and "daemon's own /proc entry" in environ["output"]
     assert notes["status"] == "ok" and "plain" in notes["output"]
+    assert output["status"] == "ok" and "FIRE" in output["output"]
     assert json.loads((env.home / "runs" / "1" / "spec.json").read_text())["hooks"]["hooks"]
 
 
@@ -293,6 +296,26 @@ def test_no_path_spelling_reaches_the_state_dir(ctx: ToolContext, path: str) -> 
     assert (home / "runs").exists() is False  # not even a folder was made there
 
 
+def test_only_read_of_the_triggering_output_is_let_through(ctx: ToolContext) -> None:
+    run = _home(ctx) / "runs" / "1"
+    run.mkdir(parents=True)
+    (run / "output.log").write_text("boom\n")
+    (run / "spec.json").write_text("{}")
+    ctx = replace(ctx, output_path=run / "output.log")
+    assert "boom" in _read(ctx, "../state/runs/1/output.log").output
+    for res in (
+        _read(ctx, str(run / "spec.json")),
+        _write(ctx, str(run / "output.log"), "forged"),
+        _run(
+            EditTool(),
+            EditArgs(path=str(run / "output.log"), old_string="boom", new_string="x"),
+            ctx,
+        ),
+    ):
+        assert res.is_error and "inside supervise's state directory" in res.output
+    assert (run / "output.log").read_text() == "boom\n"
+
+
 def test_writing_a_new_file_under_the_state_dir_makes_nothing(ctx: ToolContext) -> None:
     res = _write(ctx, f"{_home(ctx)}/runs/9/spec.json", "{}")
     assert res.is_error and not (_home(ctx) / "runs").exists()
@@ -342,6 +365,6 @@ def test_what_was_really_opened_is_checked(ctx: ToolContext) -> None:
     fd = os.open(_home(ctx) / "state.db", os.O_RDONLY)
     try:
         with pytest.raises(ToolFailure, match="inside supervise's state directory"):
-            _check_opened(ctx, fd, "innocent.txt")
+            _check_opened(ctx, fd, "innocent.txt", write=False)
     finally:
         os.close(fd)

@@ -3,8 +3,10 @@
 A path is resolved first (`~` from the tools' HOME, relative to the working directory, `..`
 and symlinks followed), and a file inside supervise's state directory ($SUPERVISE_HOME) or
 the daemon's own /proc entry is refused whatever the permissions say: these tools run inside
-the daemon, and that is where its records and its model keys are. What is really opened is
-checked again through its descriptor, so a symlink swapped in meanwhile gains nothing.
+the daemon, and that is where its records and its model keys are. One exception: Read may
+read the triggering process's own output ($SUPERVISE_OUTPUT), which the thread is there to
+look at. What is really opened is checked again through its descriptor, so a symlink
+swapped in meanwhile gains nothing.
 """
 
 from __future__ import annotations
@@ -34,17 +36,26 @@ def _expand_user(raw: str, env: Mapping[str, str]) -> str:
     return os.path.expanduser(raw)
 
 
-def _path(ctx: ToolContext, raw: str) -> Path:
+def _path(ctx: ToolContext, raw: str, *, write: bool) -> Path:
     """The real path `raw` names (nothing of it need exist), once it is not off limits."""
     if "\0" in raw:
         raise ToolFailure(f"{raw!r}: a path cannot contain a NUL byte")
     p = Path(_expand_user(raw, ctx.env))
     real = Path(os.path.realpath(p if p.is_absolute() else ctx.cwd / p))
-    _refuse_protected(ctx, real, raw)
+    _refuse_protected(ctx, real, raw, write=write)
     return real
 
 
-def _refuse_protected(ctx: ToolContext, real: Path, raw: str) -> None:
+def _own_output(ctx: ToolContext, real: Path) -> bool:
+    if ctx.output_path is None:
+        return False
+    output = Path(os.path.realpath(ctx.output_path))
+    return real in (output, output.with_name(output.name + ".1"))  # and its scanned head
+
+
+def _refuse_protected(ctx: ToolContext, real: Path, raw: str, *, write: bool) -> None:
+    if not write and _own_output(ctx, real):
+        return
     why = _protected(ctx.env, real)
     if why is not None:
         shown = raw if str(real) == raw else f"{raw} (that is {real})"
@@ -79,16 +90,16 @@ def _tgid(pid: int) -> int | None:
     return None
 
 
-def _check_opened(ctx: ToolContext, fd: int, raw: str) -> None:
+def _check_opened(ctx: ToolContext, fd: int, raw: str, *, write: bool) -> None:
     """Refuse what `fd` really is, if a path changed under us between resolving and opening."""
     try:
         opened = os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
         return  # no /proc: the resolved path was checked
-    _refuse_protected(ctx, Path(opened), raw)
+    _refuse_protected(ctx, Path(opened), raw, write=write)
 
 
-def _read_text(ctx: ToolContext, path: Path, raw: str) -> str:
+def _read_text(ctx: ToolContext, path: Path, raw: str, *, write: bool = False) -> str:
     try:
         # O_NONBLOCK: a FIFO must not hang the thread; O_NOFOLLOW: the path was resolved, so
         # a symlink here was put in since.
@@ -98,7 +109,7 @@ def _read_text(ctx: ToolContext, path: Path, raw: str) -> str:
     except OSError as exc:
         raise ToolFailure(f"{raw}: cannot read: {exc.strerror}") from None
     with os.fdopen(fd, "rb") as f:
-        _check_opened(ctx, fd, raw)
+        _check_opened(ctx, fd, raw, write=write)
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
             raise ToolFailure(f"{raw}: is a directory; use Bash with ls to list it")
@@ -121,7 +132,7 @@ def _write_atomic(ctx: ToolContext, path: Path, text: str, raw: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        _check_opened(ctx, dfd, raw)
+        _check_opened(ctx, dfd, raw, write=True)
         try:
             mode: int | None = os.stat(path.name, dir_fd=dfd).st_mode & 0o7777
         except FileNotFoundError:
@@ -154,7 +165,7 @@ class ReadTool(Tool):
     Args = ReadArgs
 
     async def run(self, args: ReadArgs, ctx: ToolContext) -> ToolResult:
-        lines = _read_text(ctx, _path(ctx, args.path), args.path).splitlines()
+        lines = _read_text(ctx, _path(ctx, args.path, write=False), args.path).splitlines()
         first = args.offset or 1
         last = len(lines) if args.limit is None else min(len(lines), first - 1 + args.limit)
         shown = [f"{n:>6}\t{lines[n - 1]}" for n in range(first, last + 1)]
@@ -174,7 +185,7 @@ class WriteTool(Tool):
     Args = WriteArgs
 
     async def run(self, args: WriteArgs, ctx: ToolContext) -> ToolResult:
-        path = _path(ctx, args.path)
+        path = _path(ctx, args.path, write=True)
         if path.is_dir():
             raise ToolFailure(f"{args.path}: is a directory")
         try:
@@ -197,8 +208,8 @@ class EditTool(Tool):
     Args = EditArgs
 
     async def run(self, args: EditArgs, ctx: ToolContext) -> ToolResult:
-        path = _path(ctx, args.path)
-        text = _read_text(ctx, path, args.path)
+        path = _path(ctx, args.path, write=True)
+        text = _read_text(ctx, path, args.path, write=True)
         if args.old_string == args.new_string:
             raise ToolFailure("old_string and new_string are the same; nothing to change")
         if not args.old_string:
