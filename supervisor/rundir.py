@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from cryptography.fernet import Fernet, InvalidToken
-
 from state.errors import StateError
 
 Result = Literal["success", "exit-code", "signal", "lost"]
@@ -115,6 +113,8 @@ class RunDir:
                 "was launched with is unknown, so its threads cannot run (was the run dir "
                 "deleted?); start the process again with `supervise run`"
             ) from exc
+        from cryptography.fernet import Fernet, InvalidToken  # ~10 ms: `logs` and `ps` skip it
+
         try:
             data = Fernet(key.encode("ascii")).decrypt(sealed)
         except (InvalidToken, ValueError) as exc:
@@ -177,6 +177,8 @@ def spec_text(spec: dict[str, Any]) -> str:
 
 def seal_env(env: dict[str, str]) -> tuple[bytes, str]:
     """env.json's sealed content and its new key (which the DB keeps instead of the values)."""
+    from cryptography.fernet import Fernet
+
     key = Fernet.generate_key()
     return Fernet(key).encrypt(json.dumps(env, sort_keys=True).encode()), key.decode("ascii")
 
