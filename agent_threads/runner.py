@@ -32,6 +32,9 @@ class Prepared:
 
     cfg: LoopConfig
     first_message: str = HOOK_KICKOFF
+    # What to scrub from its transcript, when its tools see secrets the runner's does not
+    # know (a process's own environment).
+    redact: Redact | None = None
 
 
 Prepare = Callable[[ThreadInfo], Prepared]
@@ -77,6 +80,8 @@ class ThreadRunner:
         if isinstance(prepared, SuperviseError):
             return LoopEnd("failed", error=str(prepared))
         cfg = prepared.cfg
+        if prepared.redact is not None:
+            journal.redact = prepared.redact
         await anyio.to_thread.run_sync(journal.record_model, cfg.model.name)
         entries = await anyio.to_thread.run_sync(journal.entries)
         if not entries:

@@ -62,6 +62,13 @@ class ProcessRow(SQLModel, table=True):
     log_new_inode: int | None = None
     log_new_head: str | None = None
     log_new_skipping: bool = False
+    # Added in schema 4. What its threads run under (hooks, permissions, shell hooks,
+    # extension pins) as launched: spec.json is a copy for people, and a tool could write it.
+    spec: str | None = None
+    # The Fernet key that opens runs/N/env.json, the environment it was launched with: the
+    # values (maybe secrets) are in neither file in clear, and a changed env.json fails to
+    # open. Its threads' tools get that environment.
+    env_key: str | None = None
 
 
 class HookCounter(SQLModel, table=True):

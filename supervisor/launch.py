@@ -2,6 +2,11 @@
 
 The CLI calls this; a thread's RunProcess tool will too. Nothing is left half-recorded: if the
 shim cannot start, the row and the run dir are removed again.
+
+The launch record (hooks, permissions, shell hooks, extension pins) goes into the process's
+row in the same transaction that creates it, with the key that opens env.json: the daemon
+takes both from the DB, so nothing a tool writes into the run dir changes what a thread runs
+under.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from state.paths import StatePaths
 from supervisor.clocks import boot_clock
 from supervisor.hookspec import HookFile, Limits
 from supervisor.identity import boot_id, start_time
-from supervisor.rundir import RunDir
+from supervisor.rundir import RunDir, seal_env, spec_text
 
 SHIM = Path(__file__).with_name("shim.sh")
 READY_TIMEOUT_S = 10.0
@@ -106,11 +111,16 @@ def launch(
     hooks = req.hooks
     if req.parent_limits is not None:
         hooks = hooks.under(req.parent_limits)
-    row = _insert_row(store, req, clock())
+    # All of it, sealed: its threads' tools get it less the model providers' keys, and what
+    # they save is scrubbed of every credential in it (the process may print its own).
+    env, env_key = seal_env(req.child_env())
+    row = _insert_row(store, req, hooks, env_key, clock())
     run = RunDir(paths.run_dir(_id(row)))
     try:
         run.path.mkdir(mode=0o700)
-        run.write_spec(_spec(row, req, hooks))
+        run.write_env(env)
+        assert row.spec is not None
+        run.write_spec(row.spec)
         shim_pid, child_pid = _start_shim(run, req)
     except BaseException as exc:
         _forget(store, _id(row), run)
@@ -125,7 +135,9 @@ def _id(row: ProcessRow) -> int:
     return row.id
 
 
-def _insert_row(store: Store, req: LaunchRequest, now: float) -> ProcessRow:
+def _insert_row(
+    store: Store, req: LaunchRequest, hooks: HookFile, env_key: str, now: float
+) -> ProcessRow:
     name = req.name or Path(req.argv[0]).name
     row = ProcessRow(
         name=name,
@@ -138,8 +150,12 @@ def _insert_row(store: Store, req: LaunchRequest, now: float) -> ProcessRow:
         started_boot=boot_clock(),
         depth=req.depth,
         parent_thread_id=req.parent_thread_id,
+        env_key=env_key,
     )
     with store.write() as s:
+        s.add(row)
+        s.flush()  # the id, which the record names
+        row.spec = spec_text(_spec(row, req, hooks))
         s.add(row)
         s.flush()
         s.refresh(row)

@@ -1,7 +1,10 @@
-"""One process's run directory: spec.json, output.log, child.pid, shim.pid, exit.json.
+"""One process's run directory: spec.json, env.json, output.log, child.pid, shim.pid, exit.json.
 
-The files are the source of truth the shim writes without the daemon; the database only
-records what the daemon has made of them.
+The shim writes its files without the daemon, and they are the truth about the child. What
+the process's threads run under is not: spec.json is a copy of the launch record in the
+database, and env.json is sealed with a key kept there (Fernet: AES and an HMAC), so it
+shows no secret in clear and a changed one does not open. A thread's tool (or anything
+else) that writes them gains nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from state.errors import StateError
+
 Result = Literal["success", "exit-code", "signal", "lost"]
 
 
@@ -23,6 +28,11 @@ class RunDir:
     @property
     def spec(self) -> Path:
         return self.path / "spec.json"
+
+    @property
+    def env(self) -> Path:
+        """The environment the process was launched with (0600: values may be secrets)."""
+        return self.path / "env.json"
 
     @property
     def output(self) -> Path:
@@ -57,12 +67,64 @@ class RunDir:
         """
         return self.path / "attached"
 
-    def write_spec(self, spec: dict[str, Any]) -> None:
-        write_json_atomic(self.spec, spec)
+    def write_spec(self, text: str) -> None:
+        write_text_atomic(self.spec, text)
 
     def read_spec(self) -> dict[str, Any]:
+        """spec.json as found: only for processes launched before the DB kept the record."""
         data: dict[str, Any] = json.loads(self.spec.read_text())
         return data
+
+    def check_spec(self, recorded: str) -> None:
+        """Refuse a spec.json that differs from the launch record (a missing one is fine:
+        the record is the truth, the file only shows it).
+
+        Raises:
+            StateError: naming the file and what to do.
+        """
+        try:
+            on_disk = self.spec.read_text(errors="replace")
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StateError(f"{self.spec}: cannot be read to check it: {exc.strerror}") from exc
+        if on_disk != recorded:
+            raise StateError(
+                f"{self.spec} was changed after launch (it no longer matches the launch record "
+                "in the state database); refusing to run a thread under it. A running "
+                "process's hooks and permissions cannot be changed: stop it and start it "
+                "again with `supervise run`"
+            )
+
+    def write_env(self, sealed: bytes) -> None:
+        write_text_atomic(self.env, sealed.decode("ascii"))
+
+    def read_env(self, key: str) -> dict[str, str]:
+        """env.json opened with the key recorded at launch.
+
+        Raises:
+            StateError: it is missing, unreadable, or was changed.
+        """
+        try:
+            sealed = self.env.read_bytes()
+        except OSError as exc:
+            raise StateError(
+                f"{self.env}: cannot be read ({exc.strerror}): the environment this process "
+                "was launched with is unknown, so its threads cannot run (was the run dir "
+                "deleted?); start the process again with `supervise run`"
+            ) from exc
+        from cryptography.fernet import Fernet, InvalidToken  # ~10 ms: `logs` and `ps` skip it
+
+        try:
+            data = Fernet(key.encode("ascii")).decrypt(sealed)
+        except (InvalidToken, ValueError) as exc:
+            raise StateError(
+                f"{self.env} was changed after launch (it no longer opens with the key in the "
+                "launch record in the state database); refusing to run a thread with it. "
+                "Stop the process and start it again with `supervise run`"
+            ) from exc
+        env: dict[str, str] = json.loads(data)
+        return env
 
     def read_pid(self, which: Literal["child", "shim"]) -> int | None:
         path = self.child_pid if which == "child" else self.shim_pid
@@ -108,11 +170,24 @@ class ExitRecord:
         return "success" if self.exit_code == 0 else "exit-code"
 
 
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+def spec_text(spec: dict[str, Any]) -> str:
+    """The launch record as stored in the DB and in spec.json, byte for byte."""
+    return json.dumps(spec, indent=1)  # key order kept: the prompt lists context as written
+
+
+def seal_env(env: dict[str, str]) -> tuple[bytes, str]:
+    """env.json's sealed content and its new key (which the DB keeps instead of the values)."""
+    from cryptography.fernet import Fernet
+
+    key = Fernet.generate_key()
+    return Fernet(key).encrypt(json.dumps(env, sort_keys=True).encode()), key.decode("ascii")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=1)  # key order kept: the prompt lists context as written
+        f.write(text)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

@@ -1,16 +1,19 @@
 """The daemon's side of threads: everything the loop needs that comes from processes.
 
 Which model, which permissions, which directory, and RunProcess's launcher are decided
-here from the thread row, its process's spec.json and the settings, then handed to
-`agent_threads` as plain values and callables.
+here from the thread row, its process's launch record (in the DB, never spec.json) and the
+settings, then handed to `agent_threads` as plain values and callables. A process's threads'
+tools get the environment it was launched with (env.json, opened with the DB's key), without
+the model providers' keys.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +33,24 @@ from agent_threads.sandbox import Sandbox, SandboxConfigError, SandboxError, San
 from agent_threads.tools.base import LaunchedProcess, ToolContext
 from agent_threads.tools.registry import default_tools
 from state.db import Store
-from state.errors import ModelError, UserError
+from state.errors import ModelError, StateError, UserError
+from state.models import ProcessRow
 from state.paths import StatePaths
 from state.settings import Settings
 from supervisor.hookspec import HookFile, Limits, Rate
 from supervisor.launch import LaunchRequest, launch
-from supervisor.redaction import tool_env
+from supervisor.redaction import make_redact, tool_env
 from supervisor.rundir import RunDir
+
+log = logging.getLogger("supervise.daemon")
+
+
+@dataclass(frozen=True)
+class Launched:
+    """What a process's threads run under, as recorded when it was launched."""
+
+    spec: dict[str, Any]
+    env: dict[str, str] | None  # None: launched before env.json was kept
 
 
 class ThreadHost:
@@ -50,9 +64,11 @@ class ThreadHost:
         self.settings = settings
         self.env = dict(env)
         self.base_env = tool_env(env)
+        self.redact = make_redact(env)
 
     def prepare(self, info: ThreadInfo) -> Prepared:
-        spec = self._spec(info.process_id)
+        launched = self._launched(info.process_id)
+        spec = launched.spec if launched else None
         hooks = HookFile.from_json(spec["hooks"]) if spec else HookFile()
         agent = hooks.agent
         cwd = Path(info.cwd or (spec or {}).get("cwd") or self.paths.home)
@@ -62,7 +78,7 @@ class ThreadHost:
             raise ModelError(NO_MODEL)
         model = build_model(name, self.env, cwd=cwd, stream=self.settings.stream)
         profile = self._profile(info, spec, agent)
-        env = dict(self.base_env)
+        env = self._tool_env(launched)
         env["SUPERVISE_THREAD_ID"] = f"t{info.id}"
         env["SUPERVISE_HOME"] = str(self.paths.home)
         output = None
@@ -104,15 +120,47 @@ class ThreadHost:
             system_hooks=_system_hooks(agent.get("system_hooks"), ext),
             life=LifePoints(ext, thread_id=info.id, cwd=cwd, model=model.name),
         )
-        return Prepared(cfg)
+        return Prepared(cfg, redact=self._redact(launched))
 
-    def _spec(self, process_id: int | None) -> dict[str, Any] | None:
+    def _launched(self, process_id: int | None) -> Launched | None:
+        """The process's launch record from the DB, and its environment once verified.
+
+        Raises:
+            StateError: its run dir's spec.json or env.json was changed (logged here too).
+        """
         if process_id is None:
             return None
+        with self.store.read() as s:
+            row = s.get(ProcessRow, process_id)
+        if row is None:
+            raise StateError(f"process {process_id} is not in the state database")
+        run = RunDir(self.paths.run_dir(process_id))
+        if row.spec is None:  # launched before the DB kept the record: spec.json is all
+            try:
+                return Launched(run.read_spec(), None)
+            except (OSError, ValueError) as exc:
+                raise ModelError(f"process {process_id}'s spec.json cannot be read: {exc}") from exc
         try:
-            return RunDir(self.paths.run_dir(process_id)).read_spec()
-        except (OSError, ValueError) as exc:
-            raise ModelError(f"process {process_id}'s spec.json cannot be read: {exc}") from exc
+            run.check_spec(row.spec)
+            env = run.read_env(row.env_key) if row.env_key is not None else None
+        except StateError as exc:
+            log.warning("process %d: %s", process_id, exc)
+            raise
+        spec: dict[str, Any] = json.loads(row.spec)
+        return Launched(spec, env)
+
+    def _tool_env(self, launched: Launched | None) -> dict[str, str]:
+        """The process's own environment (minus the model providers' keys), else ours."""
+        if launched is None or launched.env is None:
+            return dict(self.base_env)
+        return tool_env(launched.env)
+
+    def _redact(self, launched: Launched | None) -> Callable[[str], str]:
+        """Our secrets, and the process's: its tools may print either."""
+        if launched is None or launched.env is None:
+            return self.redact
+        ours, theirs = self.redact, make_redact(launched.env)
+        return lambda text: theirs(ours(text))
 
     def _profile(
         self, info: ThreadInfo, spec: dict[str, Any] | None, agent: Mapping[str, Any]

@@ -7,6 +7,7 @@ them one at a time per process.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import time
@@ -56,7 +57,7 @@ class StepResult:
 
 
 class Tracker:
-    """The daemon's view of one process, loaded from its row and its run dir's spec."""
+    """The daemon's view of one process, loaded from its row (with its launch record)."""
 
     def __init__(
         self,
@@ -73,7 +74,9 @@ class Tracker:
         self.store = store
         self.clock = clock
         self.run = RunDir(paths.run_dir(row.id))
-        spec = self.run.read_spec()
+        # The launch record in the row, never spec.json (a tool could have written it); a
+        # row from before schema 4 has none, and its spec.json is all there is.
+        spec = json.loads(row.spec) if row.spec is not None else self.run.read_spec()
         self.hooks = HookFile.from_json(spec["hooks"])
         self.command = row.command
         self.depth = row.depth

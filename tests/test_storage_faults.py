@@ -408,7 +408,7 @@ def test_the_tracker_decides_a_timeout_on_the_boot_clock(tmp_path: Path) -> None
     from supervisor.clocks import boot_clock
     from supervisor.hookspec import Hook, HookFile, OnTimeout
     from supervisor.identity import boot_id
-    from supervisor.rundir import RunDir
+    from supervisor.rundir import RunDir, spec_text
     from supervisor.tracker import Tracker
 
     paths = StatePaths(tmp_path / "home").ensure()
@@ -433,7 +433,7 @@ def test_the_tracker_decides_a_timeout_on_the_boot_clock(tmp_path: Path) -> None
         assert row.id is not None
         run = RunDir(paths.run_dir(row.id))
         run.path.mkdir()
-        run.write_spec({"hooks": hooks.to_json()})
+        run.write_spec(spec_text({"hooks": hooks.to_json()}))
         return Tracker(store, paths, row)
 
     early = tracker(wall_ago=3600.0, boot_ago=10.0)  # the wall clock stepped an hour forward
