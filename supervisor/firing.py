@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -35,15 +35,16 @@ class FireEvent:
     refuse: str | None = None  # refused before limits apply (e.g. `lost`: code unknown)
 
 
-def _masked(ev: FireEvent) -> FireEvent:
-    """What the process printed may hold a credential: masked by its form before it is saved
-    (the fire's detail, and the thread's prompt)."""
+def _masked(ev: FireEvent, redact: Callable[[str], str] = redact_text) -> FireEvent:
+    """What the process printed may hold a credential: masked before it is saved (the fire's
+    detail, and the thread's prompt), by its form, and by value where `redact` knows the
+    process's own environment."""
     f = ev.facts
     # One text, not line by line: a PEM key spans lines.
-    tail = redact_text("\n".join(f.output_tail)).split("\n") if f.output_tail else []
-    line = redact_text(f.matched_line) if f.matched_line is not None else None
-    facts = replace(f, command=redact_text(f.command), output_tail=tail, matched_line=line)
-    return replace(ev, detail=redact_text(ev.detail), facts=facts)
+    tail = redact("\n".join(f.output_tail)).split("\n") if f.output_tail else []
+    line = redact(f.matched_line) if f.matched_line is not None else None
+    facts = replace(f, command=redact(f.command), output_tail=tail, matched_line=line)
+    return replace(ev, detail=redact(ev.detail), facts=facts)
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ def commit_fires(
     limits: Limits,
     expect_offset: int | None,
     changes: Mapping[str, Any],
+    redact: Callable[[str], str] = redact_text,
 ) -> tuple[list[Outcome], dict[str, Counter]]:
     """Apply the limits to `events` and record everything in one transaction.
 
@@ -97,6 +99,7 @@ def commit_fires(
         expect_offset: the saved output offset this work started from; a mismatch means
             another writer moved it, and nothing is written.
         changes: columns of the process row that commit with the fires (offset, exit).
+        redact: masks credentials in what the fires save (default: by their form alone).
 
     Returns:
         What each event became, and the hook counters after them.
@@ -122,7 +125,7 @@ def commit_fires(
             )
         }
         before = dict(counters)
-        txn = _Txn(conn, process_id, int(depth), limits, counters)
+        txn = _Txn(conn, process_id, int(depth), limits, counters, redact)
         outcomes = [txn.apply(ev) for ev in events]
         for hook, c in counters.items():
             if c != before.get(hook):
@@ -161,9 +164,10 @@ class _Txn:
     depth: int
     limits: Limits
     counters: dict[str, Counter]
+    redact: Callable[[str], str]
 
     def apply(self, ev: FireEvent) -> Outcome:
-        ev = _masked(ev)
+        ev = _masked(ev, self.redact)
         name, trigger = ev.hook.name, ev.hook.kind
         dup = self.conn.execute("SELECT id FROM fire WHERE key = ?", (ev.key,)).fetchone()
         if dup is not None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from agent_threads.spawn import FireFacts
 from state.db import Store
+from state.errors import SuperviseError
 from state.models import ProcessRow
 from state.paths import StatePaths
 from supervisor import clocks
@@ -27,6 +28,7 @@ from supervisor.identity import boot_id, is_same, start_time
 from supervisor.limits import Counter, scan_budget
 from supervisor.logcap import BLOCK, DEFAULT_MAX_LOG_BYTES, plan_punch, punch
 from supervisor.matching import Matcher
+from supervisor.redaction import make_redact, redact_text
 from supervisor.rundir import ExitRecord, RunDir
 from supervisor.tailing import Lines, LogReader, TailPos, tail_lines
 
@@ -77,6 +79,8 @@ class Tracker:
         # The launch record in the row, never spec.json (a tool could have written it); a
         # row from before schema 4 has none, and its spec.json is all there is.
         spec = json.loads(row.spec) if row.spec is not None else self.run.read_spec()
+        self.env_key = row.env_key
+        self._redact: Callable[[str], str] | None = None
         self.hooks = HookFile.from_json(spec["hooks"])
         self.command = row.command
         self.depth = row.depth
@@ -420,6 +424,7 @@ class Tracker:
             limits=self.hooks.limits,
             expect_offset=self.saved_offset,
             changes=changes,
+            redact=self._redactor() if events else redact_text,
         )
         self.saved_offset = pos.offset
         res.outcomes += outcomes
@@ -428,6 +433,18 @@ class Tracker:
             # An attached `run` watches this file to name the thread as it happens.
             with contextlib.suppress(OSError):
                 os.utime(self.run.attached)
+
+    def _redactor(self) -> Callable[[str], str]:
+        """Masks the process's own credentials too (a value given with `--env` has no form
+        to know it by), read from env.json when it first fires: fires are rare."""
+        if self._redact is None:
+            self._redact = redact_text
+            if self.env_key is not None:
+                try:
+                    self._redact = make_redact(self.run.read_env(self.env_key))
+                except SuperviseError as exc:
+                    log.warning("process %d: masking by form only: %s", self.id, exc)
+        return self._redact
 
     def _exited(self, record: ExitRecord, res: StepResult) -> None:
         events = []

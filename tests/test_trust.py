@@ -106,10 +106,11 @@ def test_a_thread_cannot_edit_its_spec_json_to_widen_the_next_threads_permission
 
     t1 = _thread(env, "t1", "completed")
     edit_dotdot, edit_abs, bash = _results(t1)
+    # The permission check refuses first (the rule sees the real path, and $SUPERVISE_HOME
+    # is never a tool's); the tool's own refusal is the next wall (tested alone below).
     for res in (edit_dotdot, edit_abs):
-        assert res["status"] == "error", res
-        assert "refused: it is inside supervise's state directory" in res["output"]
-    assert f"(that is {spec})" in edit_dotdot["output"]
+        assert res["status"] in ("denied", "error"), res
+        assert "state dir" in res["output"] or "SUPERVISE_HOME" in res["output"], res
     assert bash["status"] == "denied"
     assert spec.read_text() == before
 
@@ -164,12 +165,10 @@ def test_read_through_a_symlink_into_the_state_dir_is_refused(env: Env, daemon: 
     hooks = _hooks(env, turns, {"allow": ["Read", "Write"]})
     env.run_d(sys.executable, "-c", "print('FIRE')", hooks=hooks)
     env_json, db, environ, notes, write, output = _results(_thread(env, "t1", "completed"))
+    # Refused by the permission check (the rule sees the real path) or, past it, by the tool.
     for res in (env_json, db, write):
-        assert res["status"] == "error"
-        assert (
-            "refused: it is inside supervise's state directory ($SUPERVISE_HOME)" in (res["output"])
-        )
-    assert f"(that is {env.home}/runs/1/env.json)" in env_json["output"]
+        assert res["status"] in ("denied", "error"), res
+        assert "SUPERVISE_HOME" in res["output"], res
     assert environ["status"] == "error" and "daemon's own /proc entry" in environ["output"]
     assert notes["status"] == "ok" and "plain" in notes["output"]
     assert output["status"] == "ok" and "FIRE" in output["output"]
