@@ -320,24 +320,34 @@ class Tracker:
             reader = self.new_reader = LogReader(self.run.output, follow=True)
             self.new_pos = TailPos()
 
-    def _commit_new_lines(self, lines: Lines, budget: list[int], res: StepResult) -> None:
-        if lines.pos.inode is not None and lines.pos.inode == self.pos.inode:
-            return  # output.log names the child's file again: it is read as that
+    def _match_events(
+        self, lines: Lines, budget: list[int], key: str, base: int, source: Path | None = None
+    ) -> list[FireEvent]:
+        """The fires of the lines' matches, keyed `key` + (`base` + the match's offset in
+        `lines`): `@N` is a position in the child's output, `@iINODE+N` one in a new output.log."""
         now = self.clock()
         events = []
         for m in self.matcher.scan(lines.data, budget):
             hook = self.match_hooks[m.pattern]
             text = lines.data[m.start : m.end].decode("utf-8", "replace").rstrip("\r")
             assert isinstance(hook.trigger, OnOutputMatch)
-            assert self.new_reader is not None
             facts = replace(
-                self._facts(hook, now, lines.start + m.end + 1, self.new_reader.held),
+                self._facts(hook, now, lines.start + m.end + 1, source),
                 matched_line=text,
                 pattern=hook.trigger.pattern,
             )
-            # Its own keys: offsets in this file are not positions in the child's output.
-            key = f"{self.id}:{hook.name}:@i{lines.pos.inode}+{lines.start + m.start}"
-            events.append(FireEvent(hook, key, now, text, facts))
+            fire_key = f"{self.id}:{hook.name}:{key}{base + m.start}"
+            events.append(FireEvent(hook, fire_key, now, text, facts))
+        return events
+
+    def _commit_new_lines(self, lines: Lines, budget: list[int], res: StepResult) -> None:
+        if lines.pos.inode is not None and lines.pos.inode == self.pos.inode:
+            return  # output.log names the child's file again: it is read as that
+        assert self.new_reader is not None
+        # Its own keys: offsets in this file are not positions in the child's output.
+        events = self._match_events(
+            lines, budget, f"@i{lines.pos.inode}+", lines.start, self.new_reader.held
+        )
         first = lines.pos.inode != self.new_pos.inode
         self.new_pos = lines.pos
         if events or first or lines.restarted:
@@ -371,22 +381,7 @@ class Tracker:
 
     def _commit_lines(self, lines: Lines, budget: list[int], res: StepResult) -> None:
         base = self.archived + (self.pos.offset if lines.restarted else 0)
-        now = self.clock()
-        events = []
-        for m in self.matcher.scan(lines.data, budget):
-            hook = self.match_hooks[m.pattern]
-            text = lines.data[m.start : m.end].decode("utf-8", "replace").rstrip("\r")
-            assert isinstance(hook.trigger, OnOutputMatch)
-            facts = replace(
-                self._facts(hook, now, lines.start + m.end + 1),
-                matched_line=text,
-                pattern=hook.trigger.pattern,
-            )
-            events.append(
-                FireEvent(
-                    hook, f"{self.id}:{hook.name}:@{base + lines.start + m.start}", now, text, facts
-                )
-            )
+        events = self._match_events(lines, budget, "@", base + lines.start)
         if lines.restarted:
             self.punched = 0  # a new file: nothing of it was freed
         self.pos, self.archived = lines.pos, base

@@ -24,6 +24,7 @@ import pytest
 import yaml
 from conftest import Daemon, Env, wait_until
 from cryptography.fernet import Fernet
+from test_threads_e2e import results, settled
 
 from agent_threads.tools.base import ToolContext, ToolResult
 from agent_threads.tools.files import EditArgs, EditTool, ReadArgs, ReadTool, WriteArgs, WriteTool
@@ -66,24 +67,6 @@ def _hooks(env: Env, turns: list[dict[str, Any]], permissions: dict[str, Any]) -
     return env.write("hooks.yaml", yaml.safe_dump(body))
 
 
-def _thread(env: Env, tid: str, *statuses: str, timeout: float = 30.0) -> dict[str, Any]:
-    want = statuses or ("completed", "failed", "cancelled", "waiting_approval")
-
-    def check() -> dict[str, Any] | None:
-        r = env.cli("thread", "show", tid, "--json")
-        if r.returncode != 0:
-            return None  # not fired yet
-        t: dict[str, Any] = json.loads(r.stdout)
-        return t if t["status"] in want else None
-
-    found: dict[str, Any] = wait_until(check, timeout, f"thread {tid} in {want}")
-    return found
-
-
-def _results(t: dict[str, Any]) -> list[dict[str, Any]]:
-    return [e for e in t["entries"] if e["kind"] == "tool_result"]
-
-
 # -- the attack of item 1 ------------------------------------------------------------------
 
 
@@ -104,8 +87,8 @@ def test_a_thread_cannot_edit_its_spec_json_to_widen_the_next_threads_permission
     env.run_d(sys.executable, "-c", TWICE, hooks=hooks)
     before = wait_until(lambda: spec.exists() and spec.read_text(), 10, "spec.json")
 
-    t1 = _thread(env, "t1", "completed")
-    edit_dotdot, edit_abs, bash = _results(t1)
+    t1 = settled(env, "t1", "completed")
+    edit_dotdot, edit_abs, bash = results(t1)
     # The permission check refuses first (the rule sees the real path, and $SUPERVISE_HOME
     # is never a tool's); the tool's own refusal is the next wall (tested alone below).
     for res in (edit_dotdot, edit_abs):
@@ -115,9 +98,9 @@ def test_a_thread_cannot_edit_its_spec_json_to_widen_the_next_threads_permission
     assert spec.read_text() == before
 
     (env.work / "go").touch()
-    t2 = _thread(env, "t2", "completed")
+    t2 = settled(env, "t2", "completed")
     assert t2["error"] is None
-    assert _results(t2)[2]["status"] == "denied"  # Bash: still the launch's permissions
+    assert results(t2)[2]["status"] == "denied"  # Bash: still the launch's permissions
     assert not (env.work / "pwned").exists()
 
 
@@ -137,7 +120,7 @@ def test_a_run_dir_file_changed_by_hand_is_refused(env: Env, daemon: Daemon, vic
         path.write_bytes(Fernet(Fernet.generate_key()).encrypt(evil))
     (env.work / "go").touch()
 
-    t = _thread(env, "t1")
+    t = settled(env, "t1")
     assert t["status"] == "failed"
     assert f"{path} was changed after launch" in t["error"]
     assert "start it again with `supervise run`" in t["error"]
@@ -164,7 +147,7 @@ def test_read_through_a_symlink_into_the_state_dir_is_refused(env: Env, daemon: 
     ]
     hooks = _hooks(env, turns, {"allow": ["Read", "Write"]})
     env.run_d(sys.executable, "-c", "print('FIRE')", hooks=hooks)
-    env_json, db, environ, notes, write, output = _results(_thread(env, "t1", "completed"))
+    env_json, db, environ, notes, write, output = results(settled(env, "t1", "completed"))
     # Refused by the permission check (the rule sees the real path) or, past it, by the tool.
     for res in (env_json, db, write):
         assert res["status"] in ("denied", "error"), res
@@ -191,10 +174,10 @@ def test_tools_see_the_process_env_also_after_the_daemon_is_killed(
     args = ["run", "-d", "--json", "--env", "FOO=bar", "--env", f"APP_TOKEN={token}"]
     env.cli(*args, "--hook", str(hooks), "--", sys.executable, "-c", code, check=True)
 
-    t1 = _thread(env, "t1", "completed")
+    t1 = settled(env, "t1", "completed")
     assert (env.work / "out-t1").read_text() == "bar\n"
     # The process's own secrets are scrubbed from the transcript like the daemon's.
-    out = _results(t1)[0]["output"]
+    out = results(t1)[0]["output"]
     assert "token [redacted $APP_TOKEN]" in out and token not in out
     saved = (env.home / "runs" / "1" / "env.json").stat()
     assert saved.st_mode & 0o777 == 0o600
@@ -206,7 +189,7 @@ def test_tools_see_the_process_env_also_after_the_daemon_is_killed(
     daemon.kill(signal.SIGKILL)
     daemon.start()
     (env.work / "go").touch()
-    _thread(env, "t2", "completed")
+    settled(env, "t2", "completed")
     assert (env.work / "out-t2").read_text() == "bar\n"
 
 
