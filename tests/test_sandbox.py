@@ -13,7 +13,6 @@ import os
 import shutil
 import signal
 import socket
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -436,7 +435,9 @@ def test_stop_reaches_a_sandboxed_child(env: Env, daemon: Daemon) -> None:
         "def bye(*a):\n    pathlib.Path('got-term').write_text('bye')\n    sys.exit(7)\n"
         "signal.signal(signal.SIGTERM, bye)\ntime.sleep(60)\n"
     )
-    argv = [sys.executable, "-c", code]
+    # `python3` from PATH, not sys.executable: a venv under /tmp (a CI clone there) is hidden
+    # by the sandbox's private /tmp.
+    argv = ["python3", "-c", code]
     turns = script(
         env,
         [
