@@ -99,6 +99,11 @@ class SandboxPolicy:
     def to_json(self) -> dict[str, Any]:
         return {"mode": self.mode, "network": self.network, "write": list(self.write)}
 
+    def text(self) -> str:
+        """What `hooks check` prints: `mode=auto network=on write=/a,/b`."""
+        write = ",".join(self.write) or "-"
+        return f"mode={self.mode} network={'on' if self.network_on else 'off'} write={write}"
+
     @classmethod
     def from_json(cls, data: Any) -> SandboxPolicy | None:
         if not data:

@@ -40,7 +40,8 @@ state: $SUPERVISE_HOME (default $XDG_STATE_HOME/supervise, else ~/.local/state/s
 SUPERVISE_MAX_LOG_BYTES (default 64 MiB) bounds each output.log on disk; older output moves
 to output.log.1. Threads: SUPERVISE_MODEL (openai:M, anthropic:M, scripted:FILE),
 SUPERVISE_MAX_THREADS (4), SUPERVISE_MAX_TURNS (50), SUPERVISE_THREAD_TIMEOUT (1800 s),
-SUPERVISE_STREAM (1), SUPERVISE_RATE (10/minute), or the same keys in
+SUPERVISE_STREAM (1), SUPERVISE_RATE (10/minute), SUPERVISE_SANDBOX (auto: tools run
+under bwrap where it works; required; off), or the same keys in
 $SUPERVISE_CONFIG (default ~/.config/supervise/settings.toml). Keys: OPENAI_API_KEY,
 OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, read by the daemon.
 Exit codes: 0 ok, 1 the thing asked about failed, 2 bad usage or input.
@@ -336,6 +337,7 @@ def cmd_hooks(args: argparse.Namespace, _paths: StatePaths) -> int:
         from supervisor.hooktest import cmd_hooks_test
 
         return cmd_hooks_test(args, _paths)
+    from agent_threads.sandbox import SandboxPolicy
     from supervisor.hookfile import load_hook_file
     from supervisor.hookspec import HookFile
 
@@ -348,7 +350,10 @@ def cmd_hooks(args: argparse.Namespace, _paths: StatePaths) -> int:
             problems += exc.problems
             continue
         names = ", ".join(f"{h.name} ({h.kind})" for h in hf.hooks) or "no hooks"
-        print(f"{f}: OK: {names}; limits {hf.limits_text()}")
+        sandbox = SandboxPolicy.parse(hf.agent.get("sandbox")).text()
+        if "sandbox" not in hf.agent:
+            sandbox += " (default; the settings file or SUPERVISE_SANDBOX may set it)"
+        print(f"{f}: OK: {names}; limits {hf.limits_text()}; sandbox {sandbox}")
         # The limits `run --hook A --hook B` applies (the same merge; hooks left out).
         together = together.merge(HookFile(limits=hf.limits, limits_set=hf.limits_set))
     if problems:

@@ -256,12 +256,19 @@ def test_hook_file_limits_apply_as_written(env: Env, daemon: Daemon) -> None:
 def test_hooks_check_prints_the_limits_that_apply(env: Env) -> None:
     a = _hooks(env, {"limits": {"rate": "100/minute"}, "hooks": []}, "a.json")
     b = _hooks(env, {"limits": {"max_depth": 5, "rate": "20/minute"}}, "b.json")
-    c = _hooks(env, {"hooks": []}, "c.json")
+    c = _hooks(
+        env, {"hooks": [], "agent": {"sandbox": {"mode": "required", "network": False}}}, "c.json"
+    )
     out = env.cli("hooks", "check", str(a), str(b), str(c), check=True).stdout.splitlines()
+    default = (
+        "sandbox mode=auto network=on write=- "
+        "(default; the settings file or SUPERVISE_SANDBOX may set it)"
+    )
     assert out == [
-        f"{a}: OK: no hooks; limits max_depth=3 (default) rate=100/minute",
-        f"{b}: OK: no hooks; limits max_depth=5 rate=20/minute",
-        f"{c}: OK: no hooks; limits max_depth=3 (default) rate=10/minute (default)",
+        f"{a}: OK: no hooks; limits max_depth=3 (default) rate=100/minute; {default}",
+        f"{b}: OK: no hooks; limits max_depth=5 rate=20/minute; {default}",
+        f"{c}: OK: no hooks; limits max_depth=3 (default) rate=10/minute (default); "
+        "sandbox mode=required network=off write=-",
         "given together to one run: limits max_depth=5 rate=20/minute",
     ]
 
