@@ -13,7 +13,6 @@ Pure: values in, text out.
 from __future__ import annotations
 
 import re
-import secrets
 import unicodedata
 from collections.abc import Sequence
 
@@ -26,6 +25,8 @@ _NAMED = {"\0": "\\0", "\r": "\\r", "\n": "\\n", "\x1b": "\\x1b"}
 
 def new_token() -> str:
     """A fresh fence token, chosen once per thread (when its fire is committed)."""
+    import secrets  # here: `ps` imports this module, and secrets costs it ~5 ms (hmac)
+
     return secrets.token_hex(TOKEN_BYTES)
 
 

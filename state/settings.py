@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_threads.sandbox import SandboxConfigError, SandboxPolicy
 from state.errors import UserError
+from state.sandboxpolicy import SandboxConfigError, SandboxPolicy
 
 
 def busy_timeout(environ: dict[str, str] | None = None) -> float:

@@ -337,7 +337,7 @@ def cmd_hooks(args: argparse.Namespace, _paths: StatePaths) -> int:
         from supervisor.hooktest import cmd_hooks_test
 
         return cmd_hooks_test(args, _paths)
-    from agent_threads.sandbox import SandboxPolicy
+    from state.sandboxpolicy import SandboxPolicy
     from supervisor.hookfile import load_hook_file
     from supervisor.hookspec import HookFile
 

@@ -29,13 +29,14 @@ from agent_threads.loop import BASE_PROMPT, LoopConfig
 from agent_threads.models.resolve import NO_MODEL, build_model, choose
 from agent_threads.permissions import Layer, Profile
 from agent_threads.runner import Prepared
-from agent_threads.sandbox import Sandbox, SandboxConfigError, SandboxError, SandboxPolicy, resolve
+from agent_threads.sandbox import Sandbox, SandboxError, resolve
 from agent_threads.tools.base import LaunchedProcess, ToolContext
 from agent_threads.tools.registry import default_tools
 from state.db import Store
 from state.errors import ModelError, StateError, UserError
 from state.models import ProcessRow
 from state.paths import StatePaths
+from state.sandboxpolicy import SandboxConfigError, SandboxPolicy
 from state.settings import Settings
 from supervisor.hookspec import HookFile, Limits, Rate
 from supervisor.launch import LaunchRequest, launch

@@ -25,17 +25,11 @@ import yaml
 from conftest import Daemon, Env, wait_until
 from test_threads_e2e import results, run_hooked, script, settled
 
-from agent_threads.sandbox import (
-    Mounts,
-    SandboxConfigError,
-    SandboxError,
-    SandboxPolicy,
-    bwrap_args,
-    resolve,
-)
+from agent_threads.sandbox import Mounts, SandboxError, bwrap_args, resolve
 from agent_threads.tools.base import ToolContext, ToolResult
 from agent_threads.tools.bash import BashArgs, BashTool
 from state.errors import UserError
+from state.sandboxpolicy import SandboxConfigError, SandboxPolicy
 from state.settings import load_settings
 from supervisor.hookfile import parse_hook_text
 
