@@ -149,14 +149,17 @@ class Redactor:
     Known values first (a C substring search each), then one regex pass for the forms.
     """
 
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
-        # Longest first: a value containing another is masked whole.
+    def __init__(self, *envs: Mapping[str, str]) -> None:
+        # Several environments (the daemon's and a process's) in one pass: the form regex
+        # runs once per text, not once per environment.
         # A URL's password most often appears in that URL: `postgres://app:***@host` as if
         # the URL were masked by its form.
-        self.values = [
-            (value, "***" if name.endswith(_URL_PW) else f"[redacted ${name}]")
-            for name, value in secret_values(env or {}).items()
-        ]
+        found: dict[str, str] = {}
+        for env in envs:
+            for name, value in secret_values(env).items():
+                found.setdefault(value, "***" if name.endswith(_URL_PW) else f"[redacted ${name}]")
+        # Longest first: a value containing another is masked whole.
+        self.values = sorted(found.items(), key=lambda kv: -len(kv[0]))
 
     def __call__(self, text: str) -> str:
         for value, mask in self.values:
@@ -214,9 +217,9 @@ def redact_text(text: str) -> str:
     return text
 
 
-def make_redact(env: Mapping[str, str]) -> Callable[[str], str]:
-    """A redactor for text that may hold `env`'s credentials; build once, call per text."""
-    return Redactor(env)
+def make_redact(*envs: Mapping[str, str]) -> Callable[[str], str]:
+    """A redactor for text that may hold the credentials of `envs`; build once, call per text."""
+    return Redactor(*envs)
 
 
 def tool_env(env: Mapping[str, str]) -> dict[str, str]:

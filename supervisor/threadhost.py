@@ -160,8 +160,7 @@ class ThreadHost:
         """Our secrets, and the process's: its tools may print either."""
         if launched is None or launched.env is None:
             return self.redact
-        ours, theirs = self.redact, make_redact(launched.env)
-        return lambda text: theirs(ours(text))
+        return make_redact(self.env, launched.env)
 
     def _profile(
         self, info: ThreadInfo, spec: dict[str, Any] | None, agent: Mapping[str, Any]
