@@ -21,7 +21,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from state.db import Store
-from state.errors import StateError
+from supervise.errors import StateError
 
 log = logging.getLogger("supervise.threads")
 

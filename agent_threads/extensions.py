@@ -27,7 +27,7 @@ from typing import Any
 
 from agent_threads.api import AgentEvent, HookBuilder, LifecycleHook, Message
 from agent_threads.hooks.system import Trigger
-from state.errors import SuperviseError
+from supervise.errors import SuperviseError
 
 
 class ExtensionError(SuperviseError):

@@ -16,7 +16,7 @@ from typing import Any
 
 from agent_threads.entries import Entry
 from state.db import Store
-from state.errors import StateError, ThreadStopped
+from supervise.errors import StateError, ThreadStopped
 
 TERMINAL = ("completed", "failed", "cancelled")
 

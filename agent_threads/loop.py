@@ -47,7 +47,7 @@ from agent_threads.models.retry import complete_with_retry
 from agent_threads.permissions import Profile, Where, subject
 from agent_threads.tools.base import Tool, ToolContext, ToolResult
 from agent_threads.tools.registry import call_tool
-from state.errors import ModelAuthError, ModelError, TransientModelError
+from supervise.errors import ModelAuthError, ModelError, TransientModelError
 
 log = logging.getLogger("supervise.threads")
 

@@ -17,7 +17,7 @@ import anyio
 from agent_threads.journal import Journal, Redact, ThreadInfo
 from agent_threads.loop import LoopConfig, LoopEnd, run_loop
 from state.db import Store
-from state.errors import SuperviseError, ThreadStopped
+from supervise.errors import SuperviseError, ThreadStopped
 
 log = logging.getLogger("supervise.threads")
 

@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from state.errors import SuperviseError
 from state.sandboxpolicy import SandboxPolicy
+from supervise.errors import SuperviseError
 
 log = logging.getLogger("supervise.sandbox")
 

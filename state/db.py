@@ -19,10 +19,10 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlmodel import Session, SQLModel, create_engine, select
 
-from state.errors import StateError
 from state.migrate import add_missing_columns
 from state.models import SCHEMA_VERSION, Meta
 from state.settings import busy_timeout
+from supervise.errors import DatabaseLocked, StateError
 
 T = TypeVar("T")
 
@@ -96,7 +96,7 @@ class Store:
         """A StateError naming the database file, for a failure SQLite reported."""
         text = str(getattr(exc, "orig", exc))
         if "locked" in text or "busy" in text:
-            return StateError(
+            return DatabaseLocked(
                 f"{self.path}: the state database stayed locked for {self.timeout:g}s "
                 "(another program holds a write lock); stop it and retry"
             )

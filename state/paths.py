@@ -9,8 +9,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from state.errors import StateError
 from state.trust import check_state_dir
+from supervise.errors import StateDirError
 
 
 def default_home(environ: dict[str, str] | None = None) -> Path:
@@ -56,7 +56,7 @@ class StatePaths:
         safely ours and writable (see `state.trust`).
 
         Raises:
-            StateError: when the directory cannot be created, belongs to someone else, is
+            StateDirError: when the directory cannot be created, belongs to someone else, is
                 open to others, has a symbolic link for runs/ or state.db, or is read-only.
         """
         try:
@@ -66,7 +66,7 @@ class StatePaths:
         except OSError as exc:
             if self.home.is_dir():
                 check_state_dir(self.home, self.runs, self.db)  # says why, e.g. read-only
-            raise StateError(
+            raise StateDirError(
                 f"{exc.filename or self.home}: cannot create the state directory: "
                 f"{exc.strerror}; set SUPERVISE_HOME to a writable directory"
             ) from exc

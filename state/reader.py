@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from state.errors import StateError
 from state.settings import busy_timeout
+from supervise.errors import StateError
 
 Row = dict[str, Any]
 

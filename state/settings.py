@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from state.errors import UserError
 from state.sandboxpolicy import SandboxConfigError, SandboxPolicy
+from supervise.errors import UserError
 
 
 def busy_timeout(environ: dict[str, str] | None = None) -> float:

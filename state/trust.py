@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from state.errors import StateError
+from supervise.errors import StateDirError
 
 Kind = Literal["home", "runs", "db"]
 
@@ -99,7 +99,7 @@ def _entry(path: Path, kind: Kind, look: Callable[[Path], os.stat_result]) -> En
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise StateError(
+        raise StateDirError(
             f"{path}: cannot inspect it: {exc.strerror}; check its permissions"
         ) from exc
     try:
@@ -125,4 +125,4 @@ def check_state_dir(home: Path, runs: Path, db: Path, uid: int | None = None) ->
     ]
     for entry in entries:
         if entry is not None and (problem := judge(entry, me)) is not None:
-            raise StateError(problem)
+            raise StateDirError(problem)

@@ -10,9 +10,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from state.errors import HookFileError, SuperviseError, UserError
 from state.paths import StatePaths, state_paths
 from state.reader import Reader, Row
+from supervise.errors import HookFileError, SuperviseError, UserError
 from supervisor import views
 from supervisor.daemonlock import running_pid
 from supervisor.follow import child_output, follow_output

@@ -37,10 +37,10 @@ from sqlmodel import col, select
 from agent_threads.dispatch import Dispatcher
 from agent_threads.runner import ThreadRunner
 from state.db import Store
-from state.errors import SuperviseError
 from state.models import ProcessRow
 from state.paths import StatePaths
 from state.settings import Settings, load_settings
+from supervise.errors import SuperviseError
 from supervisor.coalesce import next_gap, read_delay
 from supervisor.daemonlock import DaemonLock
 from supervisor.firing import load_all_counters

@@ -6,7 +6,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from state.errors import DaemonRunning
+from supervise.errors import DaemonRunning
 
 
 def running_pid(path: Path) -> int | None:

@@ -13,8 +13,8 @@ from typing import Any
 
 from agent_threads.spawn import FireFacts, render_prompt
 from state.db import Store
-from state.errors import StateError
 from state.models import ProcessRow
+from supervise.errors import StateError
 from supervisor.hookspec import Hook, Limits, Rate
 from supervisor.limits import Counter, decide, not_before
 from supervisor.redaction import redact_text

@@ -21,8 +21,8 @@ from agent_threads.extensions import ExtensionError, check_syntax, is_path, modu
 from agent_threads.hooks.shellspec import ShellHook, ShellHookError, parse_shell_hooks
 from agent_threads.hooks.system import SystemHookConfig
 from agent_threads.permissions import Rule
-from state.errors import HookFileError
 from state.sandboxpolicy import SandboxConfigError, SandboxPolicy
+from supervise.errors import HookFileError
 from supervisor.hookspec import (
     Hook,
     HookFile,

@@ -13,8 +13,8 @@ import yaml
 
 from agent_threads.hooks.shellrun import HookEvent, run_hooks
 from agent_threads.hooks.shellspec import EVENTS, ShellHook, parse_shell_hooks
-from state.errors import UserError
 from state.paths import StatePaths
+from supervise.errors import UserError
 from supervisor import views
 
 

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from state.db import Store
-from state.errors import LaunchError, UserError
 from state.models import ProcessRow
 from state.paths import StatePaths
+from supervise.errors import LaunchError, UserError
 from supervisor.clocks import boot_clock
 from supervisor.hookspec import HookFile, Limits
 from supervisor.identity import boot_id, start_time

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from state.errors import StateError
+from supervise.errors import StateError
 
 Result = Literal["success", "exit-code", "signal", "lost"]
 

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from state.errors import HookFileError, UserError
 from state.paths import StatePaths
 from state.reader import Reader
+from supervise.errors import HookFileError, UserError
 from supervisor.daemonlock import running_pid
 from supervisor.follow import follow_output, wait_for_file
 from supervisor.hookspec import HookFile

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from state.errors import SuperviseError, UserError
 from state.reader import Row
+from supervise.errors import SuperviseError, UserError
 from supervisor.identity import is_same
 from supervisor.rundir import ExitRecord, RunDir
 

@@ -16,9 +16,9 @@ from typing import Any
 
 from watchfiles import watch
 
-from state.errors import UserError
 from state.paths import StatePaths
 from state.reader import Reader, Row
+from supervise.errors import UserError
 from supervisor import views
 from supervisor.daemonlock import running_pid
 from supervisor.running import default_model, ensure_daemon, err, settings_hooks

@@ -33,11 +33,11 @@ from agent_threads.sandbox import Sandbox, SandboxError, resolve
 from agent_threads.tools.base import LaunchedProcess, ToolContext
 from agent_threads.tools.registry import default_tools
 from state.db import Store
-from state.errors import ModelError, StateError, UserError
 from state.models import ProcessRow
 from state.paths import StatePaths
 from state.sandboxpolicy import SandboxConfigError, SandboxPolicy
 from state.settings import Settings
+from supervise.errors import ModelError, StateError, UserError
 from supervisor.hookspec import HookFile, Limits, Rate
 from supervisor.launch import LaunchRequest, launch
 from supervisor.redaction import make_redact, tool_env

@@ -18,9 +18,9 @@ from typing import Any
 
 from agent_threads.spawn import FireFacts
 from state.db import Store
-from state.errors import SuperviseError
 from state.models import ProcessRow
 from state.paths import StatePaths
+from supervise.errors import SuperviseError
 from supervisor import clocks
 from supervisor.firing import FireEvent, Outcome, commit_fires, load_counters
 from supervisor.hookspec import Hook, HookFile, Limits, OnExit, OnOutputMatch, OnTimeout

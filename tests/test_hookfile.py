@@ -13,7 +13,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from state.errors import HookFileError
+from supervise.errors import HookFileError
 from supervisor import hookfile
 from supervisor.hookfile import load_hook_file, load_hook_mapping, parse_hook_text
 from supervisor.hookspec import (

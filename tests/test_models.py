@@ -12,7 +12,7 @@ from agent_threads.chat import Message, Model, ToolCall, ToolSpec
 from agent_threads.models.anthropic import AnthropicModel
 from agent_threads.models.openai import OpenAIModel
 from agent_threads.models.retry import complete_with_retry
-from state.errors import ModelAuthError, ModelError, TransientModelError
+from supervise.errors import ModelAuthError, ModelError, TransientModelError
 
 KEY = "sk-test-0123456789abcdef"
 TOOLS = [ToolSpec("Bash", "run", {"type": "object", "properties": {"command": {"type": "string"}}})]

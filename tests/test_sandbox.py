@@ -28,9 +28,9 @@ from test_threads_e2e import results, run_hooked, script, settled
 from agent_threads.sandbox import Mounts, SandboxError, bwrap_args, resolve
 from agent_threads.tools.base import ToolContext, ToolResult
 from agent_threads.tools.bash import BashArgs, BashTool
-from state.errors import UserError
 from state.sandboxpolicy import SandboxConfigError, SandboxPolicy
 from state.settings import load_settings
+from supervise.errors import UserError
 from supervisor.hookfile import parse_hook_text
 
 BWRAP = shutil.which("bwrap")

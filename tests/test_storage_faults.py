@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from conftest import Daemon, Env, _kill_supervised, wait_until
 
-from state.errors import StateError
 from state.paths import StatePaths
 from state.trust import Entry, judge
+from supervise.errors import StateError
 
 OTHER_UID = 54321  # no such user: a directory root hands to "someone else"
 STATE_COMMANDS = [

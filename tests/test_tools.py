@@ -13,7 +13,7 @@ import pytest
 
 from agent_threads.tools.base import LaunchedProcess, ToolContext, ToolResult
 from agent_threads.tools.registry import call_tool, default_tools, truncate
-from state.errors import LaunchError
+from supervise.errors import LaunchError
 
 
 @pytest.fixture

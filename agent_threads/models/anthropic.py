@@ -9,7 +9,7 @@ from typing import Any
 
 from agent_threads.chat import Message, Reply, ToolCall, ToolSpec, Usage
 from agent_threads.models.http import Endpoint, credentials, parse_arguments
-from state.errors import ModelError, TransientModelError
+from supervise.errors import ModelError, TransientModelError
 
 PUBLIC_BASE = "https://api.anthropic.com"
 KEY_VAR = "ANTHROPIC_API_KEY"

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from state.errors import ModelAuthError, ModelError, TransientModelError
+from supervise.errors import ModelAuthError, ModelError, TransientModelError
 
 _MAX_MESSAGE = 500
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from agent_threads.chat import Model
-from state.errors import ModelError, UserError
+from supervise.errors import ModelError, UserError
 
 PROVIDERS = ("openai", "anthropic", "scripted")
 NO_MODEL = "no model configured: set agent.model in the hook file or SUPERVISE_MODEL"

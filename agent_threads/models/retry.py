@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import anyio
 
 from agent_threads.chat import Message, Model, Reply, ToolSpec
-from state.errors import TransientModelError
+from supervise.errors import TransientModelError
 
 OnRetry = Callable[[int, TransientModelError, float], None]
 

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from agent_threads.chat import Message, Reply, ToolCall, ToolSpec, Usage
-from state.errors import ModelError
+from supervise.errors import ModelError
 
 _TURN_KEYS = {"content", "tool_calls", "usage"}
 

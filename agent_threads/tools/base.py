@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from agent_threads.chat import ToolSpec
 from agent_threads.sandbox import Sandbox
+from supervise.errors import Signal
 
 
 class ToolArgs(BaseModel):
@@ -89,5 +90,5 @@ class Tool:
         raise NotImplementedError
 
 
-class ToolFailure(Exception):
+class ToolFailure(Signal):
     """Raised inside a tool to return its message as an error observation."""

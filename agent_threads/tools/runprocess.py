@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from agent_threads.tools.base import Tool, ToolArgs, ToolContext, ToolResult
-from state.errors import SuperviseError
+from supervise.errors import SuperviseError
 
 
 class RunProcessArgs(ToolArgs):
