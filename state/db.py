@@ -1,34 +1,78 @@
-"""The SQLite engine: WAL, a busy timeout, short transactions, a schema version.
+"""The state database: one engine, short transactions, the same code on SQLite and PostgreSQL.
 
-Writers begin with `BEGIN IMMEDIATE`: a deferred transaction that reads and then writes
-can fail with SQLITE_BUSY at once in WAL mode instead of waiting for the busy timeout.
+SQLite (the default, a file in the state directory) runs in WAL mode; its writers begin with
+`BEGIN IMMEDIATE`, because a deferred transaction that reads and then writes can fail with
+SQLITE_BUSY at once in WAL mode instead of waiting for the busy timeout. PostgreSQL
+(`SUPERVISE_DB_URL=postgresql+psycopg://...`) runs at READ COMMITTED; the record modules take
+row locks (`SELECT ... FOR UPDATE`) where a transaction reads what it then writes, and
+`transact()` runs a transaction again when PostgreSQL reports a serialization failure or a
+deadlock.
+
+Only `state/` talks to the database: the record modules (`processes`, `fires`, `threads`,
+`entries`, `counters`, `approvals`) hold every statement, written in SQLAlchemy Core on the
+tables of `state.tables` (compiled once, then served from SQLAlchemy's statement cache).
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DatabaseError, OperationalError
-from sqlmodel import Session, SQLModel, create_engine, select
+from sqlalchemy import create_engine, event, inspect, text
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from state.migrate import add_missing_columns
-from state.models import SCHEMA_VERSION, Meta
-from state.settings import busy_timeout
+from state.schema import migrate
 from supervise.errors import DatabaseLocked, StateError
 
 T = TypeVar("T")
 
+Backend = Literal["sqlite", "postgresql"]
 
-def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-    # Let SQLAlchemy's "begin" event issue BEGIN itself (pysqlite would defer it).
+# PostgreSQL's "try again" codes: serialization_failure, deadlock_detected.
+_RETRY_SQLSTATES = frozenset({"40001", "40P01"})
+_LOCK_SQLSTATES = frozenset({"55P03"})  # lock_not_available: lock_timeout ran out
+_ATTEMPTS = 8
+
+
+@dataclass(frozen=True)
+class DatabaseTarget:
+    """Which database: a SQLite file (the default) or a PostgreSQL URL."""
+
+    url: str
+    sqlite_path: Path | None = None
+
+    @classmethod
+    def sqlite(cls, path: Path) -> DatabaseTarget:
+        return cls(f"sqlite:///{path}", path)
+
+    @classmethod
+    def parse(cls, url: str) -> DatabaseTarget:
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "sqlite" and parsed.database:
+            return cls(url, Path(parsed.database))
+        return cls(url)
+
+    @property
+    def backend(self) -> Backend:
+        return "sqlite" if self.url.startswith("sqlite") else "postgresql"
+
+    @property
+    def where(self) -> str:
+        """How messages name it: the file, or the URL without its password."""
+        if self.sqlite_path is not None:
+            return str(self.sqlite_path)
+        return make_url(self.url).render_as_string(hide_password=True)
+
+
+def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
+    # SQLAlchemy's "begin" event issues BEGIN itself (pysqlite would defer it).
     dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
@@ -37,18 +81,73 @@ def _on_connect(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
-def _on_begin(conn: Any) -> None:
+def _sqlite_begin(conn: Connection) -> None:
     immediate = conn.get_execution_options().get("sqlite_immediate", False)
     conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
-class Store:
-    """One state database; `read()` and `write()` give short-lived sessions."""
+def _sqlstate(exc: BaseException) -> str | None:
+    orig = getattr(exc, "orig", None)
+    return getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.timeout = busy_timeout()
-        if not path.exists():
+
+class Store:
+    """One state database. `read()`, `write()` and `transact()` give short transactions.
+
+    Args:
+        target: the database.
+        timeout: seconds to wait for another writer's lock before DatabaseLocked.
+        readonly: for commands that only read (`ps`, `fires`): never create or migrate; a
+            SQLite file that does not exist yet reads as empty.
+    """
+
+    def __init__(self, target: DatabaseTarget, *, timeout: float, readonly: bool = False) -> None:
+        self.target = target
+        self.timeout = timeout
+        self.backend: Backend = target.backend
+        # Writers in this process queue here and wake the moment the lock is free; left to
+        # SQLite's busy handler they would sleep in steps of up to 100 ms.
+        self._write_lock = threading.RLock()
+        self.engine = self._guard(lambda: self._engine(readonly))
+        self._writer: Engine = (
+            self.engine.execution_options(sqlite_immediate=True)
+            if self.backend == "sqlite"
+            else self.engine
+        )
+        if not readonly:
+            self.transact(self._migrate)
+
+    @property
+    def where(self) -> str:
+        return self.target.where
+
+    def _engine(self, readonly: bool) -> Engine:
+        if self.backend == "postgresql":
+            engine = create_engine(
+                self.target.url,
+                connect_args={"connect_timeout": max(1, round(self.timeout))},
+                pool_pre_ping=True,
+            )
+            ms = max(1, round(self.timeout * 1000))
+
+            def on_connect(dbapi_conn: Any, _record: Any) -> None:
+                cur = dbapi_conn.cursor()
+                cur.execute(f"SET lock_timeout = {ms}")
+                cur.close()
+                dbapi_conn.commit()
+
+            event.listen(engine, "connect", on_connect)
+            return engine
+        path = self.target.sqlite_path
+        assert path is not None
+        if readonly and not path.exists():
+            # Nothing recorded yet: an empty in-memory schema answers every read.
+            engine = create_engine("sqlite://")
+            from state.tables import metadata
+
+            metadata.create_all(engine)
+            return engine
+        if not readonly and not path.exists():
             # Created 0600 before SQLite touches it: transcripts may hold private data.
             try:
                 os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
@@ -57,127 +156,129 @@ class Store:
                     f"{path}: cannot create the state database: {exc.strerror}; make "
                     f"{path.parent} writable, or set SUPERVISE_HOME to a writable directory"
                 ) from exc
-        self.engine: Engine = create_engine(
-            f"sqlite:///{path}",
-            connect_args={"timeout": self.timeout, "check_same_thread": False},
+        url = f"sqlite:///file:{path}?mode=ro&uri=true" if readonly else self.target.url
+        engine = create_engine(
+            url, connect_args={"timeout": self.timeout, "check_same_thread": False}
         )
-        event.listen(self.engine, "connect", _on_connect)
-        event.listen(self.engine, "begin", _on_begin)
-        self._writer = self.engine.execution_options(sqlite_immediate=True)
-        # Writers in this process queue here and wake the moment the lock is free; left to
-        # SQLite's busy handler they would sleep in steps of up to 100 ms (seconds lost when
-        # a daemon commits a thousand fires while threads write their transcripts).
-        self._write_lock = threading.RLock()
-        self._guard(self._init_schema)
+        event.listen(engine, "connect", _sqlite_connect if not readonly else _sqlite_ro)
+        event.listen(engine, "begin", _sqlite_begin)
+        if readonly and "process" not in inspect(engine).get_table_names():
+            engine.dispose()  # created, never migrated: as empty as a missing file
+            engine = create_engine("sqlite://")
+            from state.tables import metadata
 
-    def _init_schema(self) -> None:
-        SQLModel.metadata.create_all(self.engine)
-        with self.write() as s:
-            row = s.get(Meta, "schema_version")
-            if row is None:
-                s.add(Meta(key="schema_version", value=str(SCHEMA_VERSION)))
-            elif int(row.value) > SCHEMA_VERSION:
-                raise StateError(
-                    f"{self.path}: state schema version {row.value} is newer than this "
-                    f"supervise understands ({SCHEMA_VERSION}); upgrade supervise"
-                )
-            elif int(row.value) < SCHEMA_VERSION:
-                add_missing_columns(s.connection())
-                row.value = str(SCHEMA_VERSION)
-                s.add(row)
+            metadata.create_all(engine)
+        return engine
+
+    def _migrate(self, conn: Connection) -> None:
+        if self.backend == "postgresql":
+            # Two daemons starting at once: one migrates, the other waits and finds it done.
+            conn.execute(text("SELECT pg_advisory_xact_lock(7352001)"))
+        migrate(conn, self.where)
 
     def _guard(self, fn: Callable[[], T]) -> T:
         try:
             return fn()
-        except (DatabaseError, sqlite3.DatabaseError) as exc:
+        except (SQLAlchemyError, OSError) as exc:
+            if isinstance(exc, OSError):
+                raise
             raise self.error(exc) from exc
 
     def error(self, exc: BaseException) -> StateError:
-        """A StateError naming the database file, for a failure SQLite reported."""
-        text = str(getattr(exc, "orig", exc))
-        if "locked" in text or "busy" in text:
+        """A StateError naming the database, for a failure the database reported."""
+        where = self.where
+        text_ = str(getattr(exc, "orig", exc)).strip()
+        state = _sqlstate(exc)
+        if "locked" in text_ or "busy" in text_ or state in _LOCK_SQLSTATES:
             return DatabaseLocked(
-                f"{self.path}: the state database stayed locked for {self.timeout:g}s "
-                "(another program holds a write lock); stop it and retry"
+                f"{where}: the state database stayed locked for {self.timeout:g}s (another "
+                "program holds a write lock); retry, or raise SUPERVISE_DB_TIMEOUT"
             )
-        if isinstance(exc, (OperationalError, sqlite3.OperationalError)) and "disk" in text:
-            return StateError(f"{self.path}: cannot write the state database: {text}; free space")
-        if "readonly" in text or not os.access(self.path.parent, os.W_OK):
+        if state in _RETRY_SQLSTATES:
+            return DatabaseLocked(
+                f"{where}: a transaction kept conflicting with another writer ({text_}); retry"
+            )
+        if self.backend == "postgresql":
+            if (isinstance(exc, DBAPIError) and exc.connection_invalidated) or state is None:
+                return StateError(
+                    f"{where}: cannot reach the state database ({text_}); check "
+                    "SUPERVISE_DB_URL and that PostgreSQL is running"
+                )
+            return StateError(f"{where}: the state database failed: {text_}")
+        path = self.target.sqlite_path
+        assert path is not None
+        if "disk" in text_ and "full" in text_:
+            return StateError(f"{where}: cannot write the state database: {text_}; free space")
+        if "readonly" in text_ or not os.access(path.parent, os.W_OK):
             # Not a damaged file: moving it aside would not help.
             return StateError(
-                f"{self.path}: cannot write the state database ({text}); it or "
-                f"{self.path.parent} is read-only: make both writable (chmod u+w, remount "
+                f"{where}: cannot write the state database ({text_}); it or "
+                f"{path.parent} is read-only: make both writable (chmod u+w, remount "
                 "read-write), or set SUPERVISE_HOME to a writable directory"
             )
         return StateError(
-            f"{self.path}: the state database is unreadable ({text}); move it aside to start "
+            f"{where}: the state database is unreadable ({text_}); move it aside to start "
             "afresh, or restore it from a backup"
         )
 
     @contextmanager
-    def read(self) -> Iterator[Session]:
+    def read(self) -> Iterator[Connection]:
+        """A read transaction: one consistent snapshot for the block."""
         try:
-            with Session(self.engine, expire_on_commit=False) as s:
-                yield s
-        except (DatabaseError, sqlite3.DatabaseError) as exc:
+            with self.engine.connect() as conn:
+                yield conn
+        except SQLAlchemyError as exc:
             raise self.error(exc) from exc
 
     @contextmanager
-    def write(self) -> Iterator[Session]:
-        """A write transaction, committed on leaving the block, rolled back on error."""
-        try:
-            with self._write_lock, Session(self._writer, expire_on_commit=False) as s:
-                yield s
-                s.commit()
-        except (DatabaseError, sqlite3.DatabaseError) as exc:
-            raise self.error(exc) from exc
+    def write(self) -> Iterator[Connection]:
+        """A write transaction, committed on leaving the block, rolled back on error.
 
-    @contextmanager
-    def sql_read(self) -> Iterator[sqlite3.Connection]:
-        """The bare sqlite3 connection for reads on hot paths (each statement its own snapshot)."""
-        proxy = self.engine.raw_connection()
-        try:
-            conn = proxy.driver_connection
-            assert isinstance(conn, sqlite3.Connection)
-            yield conn
-        except sqlite3.DatabaseError as exc:
-            raise self.error(exc) from exc
-        finally:
-            proxy.close()
-
-    @contextmanager
-    def sql_write(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction on the bare sqlite3 connection, for hot paths.
-
-        SQLAlchemy's work per statement (~80 us) was most of the cost of committing a fire;
-        plain sqlite3 takes ~5 us. Committed on leaving the block, rolled back on error.
+        Not retried: use `transact()` where PostgreSQL may ask for a retry (a transaction
+        that reads rows it then writes, under concurrency).
         """
-        with self._write_lock:
-            proxy = self.engine.raw_connection()
-            try:
-                conn = proxy.driver_connection
-                assert isinstance(conn, sqlite3.Connection)
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield conn
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-            except sqlite3.DatabaseError as exc:
-                raise self.error(exc) from exc
-            finally:
-                proxy.close()
+        try:
+            with self._write_lock, self._writer.begin() as conn:
+                yield conn
+        except SQLAlchemyError as exc:
+            raise self.error(exc) from exc
 
-    def meta(self, key: str) -> str | None:
-        with self.read() as s:
-            row = s.exec(select(Meta).where(Meta.key == key)).first()
-            return row.value if row else None
+    def transact(self, fn: Callable[[Connection], T]) -> T:
+        """Run `fn` in a write transaction; again, from the start, when PostgreSQL reports a
+        serialization failure or a deadlock. `fn` must only touch the database."""
+        for attempt in range(_ATTEMPTS):
+            try:
+                with self._write_lock, self._writer.begin() as conn:
+                    return fn(conn)
+            except DBAPIError as exc:
+                if _sqlstate(exc) in _RETRY_SQLSTATES and attempt + 1 < _ATTEMPTS:
+                    time.sleep(0.005 * 2**attempt)
+                    continue
+                raise self.error(exc) from exc
+            except SQLAlchemyError as exc:
+                raise self.error(exc) from exc
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         self.engine.dispose()
 
 
-def open_store(path: Path) -> Store:
-    return Store(path)
+def _sqlite_ro(dbapi_conn: Any, _record: Any) -> None:
+    dbapi_conn.isolation_level = None
+
+
+def open_store(target: DatabaseTarget, *, timeout: float, readonly: bool = False) -> Store:
+    return Store(target, timeout=timeout, readonly=readonly)
+
+
+def target_for(sqlite_path: Path, url: str | None) -> DatabaseTarget:
+    """The database a state directory uses: `url` when set, else its own SQLite file."""
+    return DatabaseTarget.parse(url) if url else DatabaseTarget.sqlite(sqlite_path)
+
+
+def open_state_store(db_path: Path, *, readonly: bool = False) -> Store:
+    """The store of a state directory, as the settings say (SUPERVISE_DB_URL, _DB_TIMEOUT)."""
+    from state.settings import store_settings
+
+    s = store_settings()
+    return Store(target_for(db_path, s.url), timeout=s.timeout, readonly=readonly)

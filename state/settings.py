@@ -134,3 +134,20 @@ def _sandbox(raw: Any, where: str) -> SandboxPolicy:
     except SandboxConfigError as exc:
         key = f".{exc.key}" if exc.key else ""
         raise UserError(f"{where}{key} {exc}") from None
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """Where the state database is, and how long to wait for another writer's lock."""
+
+    url: str | None  # SUPERVISE_DB_URL; None: the SQLite file in the state directory
+    timeout: float  # SUPERVISE_DB_TIMEOUT seconds, default 30
+
+
+def store_settings(environ: Mapping[str, str] | None = None) -> StoreSettings:
+    """Placeholder until the one settings resolver lands: SUPERVISE_DB_URL, SUPERVISE_DB_TIMEOUT."""
+    env = os.environ if environ is None else environ
+    url = env.get("SUPERVISE_DB_URL") or None
+    if url is not None and url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+    return StoreSettings(url, busy_timeout(dict(env)))

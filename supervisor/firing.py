@@ -14,9 +14,10 @@ from typing import Any
 from agent_threads.spawn import FireFacts, render_prompt
 from state.db import Store
 from state.models import ProcessRow
+from state.ratelimit import not_before
 from supervise.errors import StateError
 from supervisor.hookspec import Hook, Limits, Rate
-from supervisor.limits import Counter, decide, not_before
+from supervisor.limits import Counter, decide
 from supervisor.redaction import redact_text
 
 _PROCESS_COLUMNS = frozenset(ProcessRow.model_fields)  # names safe to put in an UPDATE

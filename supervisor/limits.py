@@ -10,11 +10,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from supervisor.hookspec import Limits, Rate
+from supervisor.hookspec import Limits
 
 Verdict = Literal["spawn", "refuse", "suppress"]
 
@@ -61,15 +60,3 @@ def scan_budget(counter: Counter, max_spawns: int) -> int:
     if exhausted(counter, max_spawns):
         return 0
     return max_spawns - counter.fires + 1
-
-
-def not_before(recent_starts: Sequence[float], now: float, rate: Rate) -> float:
-    """When a new thread may start: at most `rate.count` starts in any `rate.per_seconds`.
-
-    `recent_starts` are the latest scheduled starts of all threads, oldest first. Each new
-    start is at or after every earlier one, so the window check needs only the count-th
-    latest.
-    """
-    if len(recent_starts) < rate.count:
-        return now
-    return max(now, recent_starts[-rate.count] + rate.per_seconds)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from state.ratelimit import not_before
 from supervisor.hookspec import Limits, Rate
-from supervisor.limits import Counter, decide, exhausted, not_before, scan_budget
+from supervisor.limits import Counter, decide, exhausted, scan_budget
 
 
 def test_max_spawns_then_one_refusal_then_suppressed() -> None:
