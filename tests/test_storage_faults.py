@@ -19,7 +19,7 @@ from conftest import Daemon, Env, _kill_supervised, wait_until
 
 from state.paths import StatePaths
 from state.trust import Entry, judge
-from supervise.errors import StateError
+from supervise.errors import StateDirError, StateError
 
 OTHER_UID = 54321  # no such user: a directory root hands to "someone else"
 STATE_COMMANDS = [
@@ -324,7 +324,7 @@ def test_paths_ensure_refuses_through_the_api(tmp_path: Path) -> None:
     home = tmp_path / "h"
     home.mkdir(mode=0o700)
     os.chown(home, OTHER_UID, OTHER_UID)
-    with pytest.raises(StateError, match="owned by uid"):
+    with pytest.raises(StateDirError, match="owned by uid"):
         StatePaths(home).ensure()
 
 
