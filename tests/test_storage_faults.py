@@ -19,7 +19,7 @@ from conftest import Daemon, Env, _kill_supervised, wait_until
 
 from state.paths import StatePaths
 from state.trust import Entry, judge
-from supervise.errors import StateDirError, StateError
+from supervise.errors import StateDirError
 
 OTHER_UID = 54321  # no such user: a directory root hands to "someone else"
 STATE_COMMANDS = [
