@@ -210,7 +210,8 @@ class _Version(argparse.Action):
             text = f"supervise {version('supervise')}"
         except PackageNotFoundError:  # a source tree on PYTHONPATH, never installed
             text = "supervise (version unknown: not installed; `pip install .`)"
-        parser.exit(message=text + "\n")
+        print(text)  # stdout, as argparse's own version action
+        parser.exit()
 
 
 def _settings_flag(p: argparse.ArgumentParser) -> None:
