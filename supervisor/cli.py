@@ -35,6 +35,7 @@ examples:
   supervise stop 7 --grace 5
   supervise fires
   supervise hooks check hooks.yaml
+  supervise examples ./demo           (example hook files, the quickstart, the systemd unit)
 state: $SUPERVISE_HOME (default $XDG_STATE_HOME/supervise, else ~/.local/state/supervise)
 `run` starts a daemon when none runs, unless SUPERVISE_AUTOSTART=0.
 SUPERVISE_MAX_LOG_BYTES (default 64 MiB) bounds each output.log on disk; older output moves
@@ -55,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--version", action=_Version, help="print the version and exit")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     r = sub.add_parser(
@@ -183,7 +185,33 @@ def _parser() -> argparse.ArgumentParser:
         help="JSON: the tool's input with --tool, else Claude Code's event "
         '({"tool_name", "tool_input", "tool_response", "prompt"})',
     )
+    ex = sub.add_parser(
+        "examples",
+        help="write the example hook files, quickstart and systemd unit into DIR",
+        description="Write the files installed with supervise into DIR (made if missing): "
+        "example hook files, the quickstart's fake_migrate.py and scripted model, the "
+        "stack.py extension, the hook file JSON Schema, the systemd unit. Overwrites nothing.",
+    )
+    ex.add_argument("dir", metavar="DIR")
     return p
+
+
+class _Version(argparse.Action):
+    """argparse's `version` action, but the version is looked up only when asked: importing
+    importlib.metadata would add ~20 ms to every command."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            text = f"supervise {version('supervise')}"
+        except PackageNotFoundError:  # a source tree on PYTHONPATH, never installed
+            text = "supervise (version unknown: not installed; `pip install .`)"
+        print(text)  # stdout, as argparse's own version action
+        parser.exit()
 
 
 def _settings_flag(p: argparse.ArgumentParser) -> None:
@@ -363,6 +391,12 @@ def cmd_hooks(args: argparse.Namespace, _paths: StatePaths) -> int:
     return 0
 
 
+def cmd_examples(args: argparse.Namespace, paths: StatePaths) -> int:
+    from supervisor.examples import cmd_examples
+
+    return cmd_examples(args, paths)
+
+
 def cmd_daemon(_args: argparse.Namespace, paths: StatePaths) -> int:
     from supervisor.daemon import configure_logging, run_daemon
 
@@ -389,6 +423,7 @@ COMMANDS: dict[str, Any] = {
     "stop": cmd_stop,
     "fires": cmd_fires,
     "hooks": cmd_hooks,
+    "examples": cmd_examples,
 }
 
 
@@ -397,7 +432,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         paths = state_paths()
-        if args.command != "hooks":  # the only command that never reads the state
+        if args.command not in ("hooks", "examples"):  # the two that never read the state
             paths.ensure()
         return int(COMMANDS[args.command](args, paths))
     except SuperviseError as exc:

@@ -284,7 +284,7 @@ def _check_agent(agent: Mapping[str, Any], r: _Report) -> None:
     if ext is not None and not (
         isinstance(ext, list) and all(isinstance(x, str) and x.strip() for x in ext)
     ):
-        fix = "write extensions: [configs/extensions/stack.py]"
+        fix = "write extensions: [stack.py] (a path relative to the hook file, or a module)"
         r.bad(("agent", "extensions"), "must be a list of paths or module names", ext, fix)
     model = agent.get("model")
     if model is not None:

@@ -15,7 +15,8 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-EXAMPLE = "configs/examples/migrate.yaml"
+# Named as a wheel's user can get it (no configs/ folder outside the repo).
+EXAMPLE = "migrate.yaml from `supervise examples DIR`"
 _MAX_NODES = 100_000  # aliases can blow a small YAML file up exponentially ("billion laughs")
 # Tabs (JSON whitespace) YAML refuses; NEL, LS, PS (allowed in JSON strings) YAML counts as
 # line breaks. Spaces keep JSON's line numbers.

@@ -277,9 +277,9 @@ BAD = [
     ("agent: openai\n", 'h.yaml:1: agent must be a mapping, got "openai"; write agent:'),
     ("\n\nhook: []\n", "h.yaml:3: unknown key 'hook' in the top level; did you mean 'hooks'?"),
     ("color: red\n", "unknown key 'color' in the top level; remove it (known: purpose,"),
-    ("- a\n- b\n", 'h.yaml:1: hook file must be a mapping, got ["a", "b"]; see configs/'),
-    ("", "h.yaml:1: hook file is empty; see configs/examples/migrate.yaml"),
-    ("# only a comment\n", "h.yaml:1: hook file is empty; see configs/examples/migrate.yaml"),
+    ("- a\n- b\n", 'h.yaml:1: hook file must be a mapping, got ["a", "b"]; see migrate.yaml'),
+    ("", "h.yaml:1: hook file is empty; see migrate.yaml from `supervise examples DIR`"),
+    ("# only a comment\n", "h.yaml:1: hook file is empty; see migrate.yaml from `supervise"),
     ("~\n", "h.yaml:1: hook file is empty"),
     ("hooks: []\nhooks: []\n", "h.yaml:2: duplicate key 'hooks' in the top level; keep only one"),
     ("a: !!python/name:os.system x\n", "h.yaml:1: cannot read 'x' (could not determine"),
@@ -352,7 +352,7 @@ def test_json_that_yaml_cannot_read_still_gets_line_one() -> None:
     assert problems(text, "h.json") == [
         "h.json:1: duplicate key 'purpose'; keep only one",
         "h.json:1: hooks must be a list, got 3; start each hook with '- ' "
-        "(see configs/examples/migrate.yaml)",
+        "(see migrate.yaml from `supervise examples DIR`)",
     ]
 
 
