@@ -29,7 +29,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from state.schema import migrate
-from supervise.errors import DatabaseLocked, StateError
+from supervise.errors import DatabaseLocked, StateError, UserError
 
 T = TypeVar("T")
 
@@ -123,6 +123,13 @@ class Store:
 
     def _engine(self, readonly: bool) -> Engine:
         if self.backend == "postgresql":
+            try:
+                import psycopg  # noqa: F401  # SQLAlchemy loads it by name; say what to install
+            except ImportError:
+                raise UserError(
+                    f"SUPERVISE_DB_URL names PostgreSQL ({self.where}) but its driver is not "
+                    "installed: pip install 'supervise[postgresql]'"
+                ) from None
             engine = create_engine(
                 self.target.url,
                 connect_args={"connect_timeout": max(1, round(self.timeout))},
