@@ -1,4 +1,7 @@
-"""How rows read: the JSON of DESIGN.md section 6 and the tables a person sees. Pure."""
+"""How rows read: as `--json` objects and as the tables a person sees. Pure.
+
+The tables behind them, and what each time means: ARCHITECTURE.md, "State".
+"""
 
 from __future__ import annotations
 
