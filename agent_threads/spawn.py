@@ -161,7 +161,8 @@ def render_message(f: FireFacts, token: str) -> str:
 
 
 def render_prompt(f: FireFacts, token: str | None = None) -> HookPrompt:
-    """What a thread started by this fire is told (DESIGN.md section 4), fenced by `token`.
+    """What a thread started by this fire is told, fenced by `token` (ARCHITECTURE.md, "How
+    data flows", steps 5 and 7).
 
     The token is chosen here, when the fire is committed, unless given: the rendered
     message is saved with the thread, so a replay sends the very same text.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -126,7 +127,9 @@ def commit_fires(
             )
         }
         before = dict(counters)
-        txn = _Txn(conn, process_id, int(depth), limits, counters, redact)
+        # A thread is created when this commits, whenever its trigger happened (an exit found
+        # at a restart): its created_at, and the rate limiter's window, count from now.
+        txn = _Txn(conn, process_id, int(depth), limits, counters, redact, time.time())
         outcomes = [txn.apply(ev) for ev in events]
         for hook, c in counters.items():
             if c != before.get(hook):
@@ -166,6 +169,7 @@ class _Txn:
     limits: Limits
     counters: dict[str, Counter]
     redact: Callable[[str], str]
+    now: float
 
     def apply(self, ev: FireEvent) -> Outcome:
         ev = _masked(ev, self.redact)
@@ -208,7 +212,7 @@ class _Txn:
         return Outcome(name, trigger, spawned, reason, thread_id, True)
 
     def _new_thread(self, ev: FireEvent, fire_id: int) -> int:
-        start = scheduled_start(self.conn, ev.at, self.limits.rate)
+        start = scheduled_start(self.conn, self.now, self.limits.rate)
         # The fence token is chosen now and the first message saved with the thread, in
         # this transaction: a replay sends the same text, and the process's output never
         # reaches the system prompt (which is `prompt`, the hook file's words only).
@@ -221,7 +225,7 @@ class _Txn:
                 ev.hook.name,
                 ev.hook.kind,
                 self.depth + 1,
-                ev.at,
+                self.now,
                 start,
                 prompt.system,
                 fire_id,
@@ -229,7 +233,7 @@ class _Txn:
         )
         self.conn.execute(
             "INSERT INTO entry (thread_id, seq, kind, at, data) VALUES (?, 1, 'user', ?, ?)",
-            (thread_id, ev.at, json.dumps({"text": prompt.message}, ensure_ascii=False)),
+            (thread_id, self.now, json.dumps({"text": prompt.message}, ensure_ascii=False)),
         )
         return thread_id
 

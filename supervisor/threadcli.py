@@ -313,8 +313,14 @@ def cmd_thread_show(args: argparse.Namespace, paths: StatePaths) -> int:
     row = _thread(paths, tid)
     reader = Reader(paths.db)
     if args.follow and not args.json:
-        print(views.thread_head(row))
-        return follow_thread(paths, tid)
+        # What `thread show` prints, as it happens: the prompt first, the answer once settled.
+        print("\n".join([views.thread_head(row), *views.prompt_lines(row)]))
+        code = follow_thread(paths, tid)
+        done = reader.thread(tid)
+        if code != 130 and done is not None:
+            for line in views.final_lines(done, reader.entries(tid)):
+                print(line)
+        return code
     entries = reader.entries(tid)
     if args.json:
         print(json.dumps(views.thread_json(row, full=True, entries=entries), indent=1))

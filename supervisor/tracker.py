@@ -114,6 +114,7 @@ class Tracker:
         self._budget_cache: list[int] | None = None
         self.timeouts_armed = False
         self._verify_due = 0.0  # monotonic
+        self.exited_at: float | None = None  # the shim's record of the end, once read
 
     def _rotated(self) -> list[Path]:
         """Where logrotate may have renamed output.log to (output.log.1, output.log-DATE)."""
@@ -193,7 +194,7 @@ class Tracker:
             return res
         if self._learn_pids():
             check_liveness = True  # the first moment its end can be watched (a pidfd)
-        record = self.run.read_exit()
+        record = self._read_exit()
         self._scan(final=record is not None, res=res)
         if record is not None:
             self._exited(record, res)
@@ -201,7 +202,7 @@ class Tracker:
         if timeouts_due:
             self._fire_timeouts(timeouts_due, res)
         if check_liveness and not self._alive():
-            record = self.run.read_exit()  # the shim may have written it just now
+            record = self._read_exit()  # the shim may have written it just now
             self._scan(final=True, res=res)
             if record is not None:
                 self._exited(record, res)
@@ -220,6 +221,12 @@ class Tracker:
             res.timeouts = self._pending_timeouts()
             self.timeouts_armed = True
         return res
+
+    def _read_exit(self) -> ExitRecord | None:
+        record = self.run.read_exit()
+        if record is not None:
+            self.exited_at = record.ended_at
+        return record
 
     def _learn_pids(self) -> bool:
         """Read pids the row lacks (the CLI has not written them yet) from the run dir."""
@@ -326,6 +333,10 @@ class Tracker:
         """The fires of the lines' matches, keyed `key` + (`base` + the match's offset in
         `lines`): `@N` is a position in the child's output, `@iINODE+N` one in a new output.log."""
         now = self.clock()
+        if self.exited_at is not None:
+            # Read after the exit (the same batch, or a restart), but written before it: a
+            # fire's `at` never follows the exit it came before.
+            now = min(now, self.exited_at)
         events = []
         for m in self.matcher.scan(lines.data, budget):
             hook = self.match_hooks[m.pattern]
@@ -542,7 +553,9 @@ class Tracker:
                     # clock stood still in a suspend): arm again for the rest.
                     res.timeouts.append((hook.name, left))
                     continue
-                at = self.clock()
+                # The deadline, not the moment we got to it (a restart can come hours later):
+                # measured on the boot clock, told on the wall clock.
+                at = self.clock() + min(left, 0.0)
                 facts = replace(self._facts(hook, at, None), timeout_s=t.seconds)
                 events.append(
                     FireEvent(

@@ -1,4 +1,7 @@
-"""How rows read: the JSON of DESIGN.md section 6 and the tables a person sees. Pure."""
+"""How rows read: as `--json` objects and as the tables a person sees. Pure.
+
+The tables behind them, and what each time means: ARCHITECTURE.md, "State".
+"""
 
 from __future__ import annotations
 
@@ -301,18 +304,24 @@ def thread_text(t: Row, entries: Sequence[Row]) -> str:
         f"usage: {u['model_calls']} model calls, {u['input_tokens']} input tokens, "
         f"{u['output_tokens']} output tokens",
         "",
-        "--- prompt ---",
-        t["prompt"].rstrip("\n"),
-        "--- transcript ---",
+        *prompt_lines(t),
     ]
     for e in entries:
         lines += entry_lines(e)
     if not entries:
         lines.append("(no entries yet)")
+    return "\n".join(lines + final_lines(t, entries))
+
+
+def prompt_lines(t: Row) -> list[str]:
+    """The system prompt, then the heading the transcript's entries follow."""
+    return ["--- prompt ---", t["prompt"].rstrip("\n"), "--- transcript ---"]
+
+
+def final_lines(t: Row, entries: Sequence[Row]) -> list[str]:
+    """The final answer of a completed thread, under its heading; nothing otherwise."""
     final = _final_answer(t, entries)
-    if final is not None:
-        lines += ["--- final answer ---", final]
-    return "\n".join(lines)
+    return [] if final is None else ["--- final answer ---", final]
 
 
 def _final_answer(t: Row, entries: Sequence[Row]) -> str | None:

@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,10 @@ def _exit_file(env: Env, pid: int) -> Path:
     return env.home / "runs" / str(pid) / "exit.json"
 
 
+def _t(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
+
+
 def test_exit_while_daemon_down_fires_on_restart_with_real_code(env: Env, daemon: Daemon) -> None:
     hooks = _hooks(
         env,
@@ -35,12 +40,23 @@ def test_exit_while_daemon_down_fires_on_restart_with_real_code(env: Env, daemon
     pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
     daemon.kill(signal.SIGKILL)
     wait_until(_exit_file(env, pid).exists, 10, "exit.json")
+    time.sleep(1.0)  # the marker is read a second after the exit
+    restarted = time.time()
     daemon.start()
     p = env.wait_state(pid, "exited")
     assert p["exit_code"] == 4
     fires = env.fires()
     assert [(f["hook"], f["exit_code"]) for f in fires] == [("mark", None), ("four", 4)]
     assert "exit code: 4 — failure" in env.cli("thread", "show", "t2").stdout
+    # A fire is stamped when its trigger happened: the exit when it happened, and the line,
+    # read after the exit though written before it, no later than the exit. A thread is
+    # stamped when it was created: at the restart, after both.
+    mark, four = (_t(f["at"]) for f in fires)
+    assert four == _t(p["ended_at"]) < restarted
+    assert mark <= four
+    t1, t2 = (env.cli("thread", "show", t, "--json", check=True).stdout for t in ("t1", "t2"))
+    created = [_t(json.loads(t)["created_at"]) for t in (t1, t2)]
+    assert restarted <= created[0] <= created[1]
 
 
 def test_running_process_resumes_from_saved_offset_exactly_once(env: Env, daemon: Daemon) -> None:
@@ -137,9 +153,15 @@ def test_timeout_past_its_deadline_fires_at_restart(
     pid = env.run_d(sys.executable, "-c", "import time; time.sleep(60)", hooks=hooks)["id"]
     time.sleep(1.0)
     assert env.fires() == []
+    restarted = time.time()
     daemon.start()
-    wait_until(env.fires, 5, "timeout fire at restart")
+    (fire,) = wait_until(env.fires, 5, "timeout fire at restart")
+    # Stamped with its deadline, not with the restart that found it passed.
+    started = _t(env.process(pid)["started_at"])
+    assert abs(_t(fire["at"]) - (started + 0.5)) < 0.2
     env.cli("stop", str(pid), "--grace", "1", check=True)
+    created = json.loads(env.cli("thread", "show", "t1", "--json", check=True).stdout)
+    assert _t(created["created_at"]) >= restarted
 
 
 def test_a_launch_the_cli_never_finished_becomes_lost(env: Env, daemon: Daemon) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import psutil
 import pytest
 import yaml
-from conftest import Daemon, Env, wait_until
+from conftest import ROOT, Daemon, Env, wait_until
 
 SETTLED = ("completed", "failed", "cancelled", "waiting_approval")
 
@@ -109,6 +109,23 @@ def test_hook_thread_runs_tools_and_completes(env: Env, daemon: Daemon) -> None:
     assert t["entries"][-1]["content"] == "Diagnosis: the job said hello."
     text = env.cli("thread", "show", "t1", check=True).stdout
     assert "-> Bash" in text and "--- final answer ---\nDiagnosis: the job said hello." in text
+
+
+def test_thread_show_follow_prints_the_prompt_and_the_final_answer(
+    env: Env, daemon: Daemon
+) -> None:
+    # The quickstart's own files: what the README promises `thread show t2 -f` prints.
+    examples = ROOT / "configs" / "examples"
+    env.run_d(sys.executable, str(examples / "fake_migrate.py"), hooks=examples / "migrate.yaml")
+    wait_until(lambda: env.cli("thread", "show", "t2").returncode == 0, 15, "thread t2")
+    out = env.cli("thread", "show", "t2", "-f", check=True).stdout
+    prompt = out.index("--- prompt ---\n")
+    assert "Running database migration for auth module refactor" in out[prompt:]
+    assert out.index("--- transcript ---\n") > prompt
+    assert '-> Bash {"command": "grep -n' in out
+    final = out.index("--- final answer ---\nDiagnosis: migration 0042_auth_refactor fails")
+    assert final > out.index("-> Bash")
+    assert out.endswith("then re-run it.\n")
 
 
 def test_no_model_fails_at_once_and_retry_runs_it(env: Env, daemon: Daemon) -> None:
