@@ -259,6 +259,33 @@ class Store:
                 raise self.error(exc) from exc
         raise AssertionError("unreachable")
 
+    # TEMP (i14-datap, drop at merge): the bare sqlite3 connection that DATA-T's unported
+    # agent_threads/dispatch.py and journal.py still use, so the daemon runs in this branch.
+    @contextmanager
+    def sql_read(self) -> Iterator[Any]:
+        proxy = self.engine.raw_connection()
+        try:
+            yield proxy.driver_connection
+        finally:
+            proxy.close()
+
+    @contextmanager
+    def sql_write(self) -> Iterator[Any]:
+        with self._write_lock:
+            proxy = self.engine.raw_connection()
+            try:
+                conn: Any = proxy.driver_connection
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            finally:
+                proxy.close()
+
     def close(self) -> None:
         self.engine.dispose()
 
