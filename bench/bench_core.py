@@ -408,14 +408,14 @@ def _percentiles(latencies_ms: list[float]) -> dict[str, float]:
 def launch_many(home: Home, argvs: list[list[str]], hooks: Path | None = None) -> list[int]:
     """Launch through the library (what `run -d` does, without a CLI start-up per process)."""
     os.environ["SUPERVISE_HOME"] = str(home.dir)
-    from state.db import Store
+    from state.db import open_state_store
     from state.paths import StatePaths
     from supervisor.hookfile import load_hook_file
     from supervisor.hookspec import HookFile
     from supervisor.launch import LaunchRequest, launch
 
     paths = StatePaths(home.dir)
-    store = Store(paths.db)
+    store = open_state_store(paths.db)
     hf = load_hook_file(hooks) if hooks else HookFile()
     ids = []
     for argv in argvs:

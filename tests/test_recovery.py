@@ -144,28 +144,25 @@ def test_timeout_past_its_deadline_fires_at_restart(
 
 def test_a_launch_the_cli_never_finished_becomes_lost(env: Env, daemon: Daemon) -> None:
     # The CLI recorded the process and its run dir, then died before starting the shim.
-    from state.db import Store
-    from state.models import ProcessRow
+    from state.db import open_state_store
+    from state.processes import NewProcess, create_process
     from supervisor.hookspec import Hook, HookFile, OnExit
     from supervisor.rundir import RunDir, spec_text
     from supervisor.tracker import STARTING_GRACE_S
 
-    store = Store(env.home / "state.db")
-    row = ProcessRow(
+    store = open_state_store(env.home / "state.db")
+    new = NewProcess(
         name="ghost",
         command="ghost",
         argv='["ghost"]',
         cwd=str(env.work),
+        boot_id="",
         started_at=time.time() - STARTING_GRACE_S + 1.0,
     )
-    with store.write() as s:
-        s.add(row)
-        s.flush()
-        s.refresh(row)
-    assert row.id is not None
+    hooks = HookFile(hooks=(Hook("any", OnExit(None), "x"),))
+    row = create_process(store, new, lambda _: spec_text({"hooks": hooks.to_json()}))
     run = RunDir(env.home / "runs" / str(row.id))
     run.path.mkdir()
-    hooks = HookFile(hooks=(Hook("any", OnExit(None), "x"),))
     run.write_spec(spec_text({"hooks": hooks.to_json()}))
     p = env.wait_state(row.id, "lost", timeout=10)
     assert p["result"] == "lost"
