@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from state.db import Store, open_state_store
-from state.fires import commit_fires
+from state.fires import FirePlan, PlanInput, commit_fires
 from state.processes import (
     LogPosition,
     NewProcess,
@@ -119,5 +119,5 @@ def test_a_read_only_store_of_a_missing_sqlite_file_reads_empty(tmp_path: Path) 
     assert [p.id for p in list_processes(open_state_store(db, readonly=True))] == [a.id]
 
 
-def _never(_: object) -> object:
+def _never(_: PlanInput) -> FirePlan:
     raise AssertionError("no keys: the planner is not asked")
