@@ -259,13 +259,16 @@ class Store:
                 raise self.error(exc) from exc
         raise AssertionError("unreachable")
 
-    # TEMP (i14-datap, drop at merge): the bare sqlite3 connection that DATA-T's unported
-    # agent_threads/dispatch.py and journal.py still use, so the daemon runs in this branch.
+    # TEMP (i14-datap, drop at merge): the bare DB-API connection that DATA-T's unported
+    # agent_threads/dispatch.py and journal.py still use, so the daemon runs in this branch
+    # (on PostgreSQL too: `?` becomes `%s`).
     @contextmanager
     def sql_read(self) -> Iterator[Any]:
         proxy = self.engine.raw_connection()
         try:
-            yield proxy.driver_connection
+            yield _compat(proxy.driver_connection, self.backend)
+            if self.backend == "postgresql":
+                proxy.driver_connection.rollback()
         finally:
             proxy.close()
 
@@ -273,15 +276,18 @@ class Store:
     def sql_write(self) -> Iterator[Any]:
         with self._write_lock:
             proxy = self.engine.raw_connection()
+            raw: Any = proxy.driver_connection
             try:
-                conn: Any = proxy.driver_connection
-                conn.execute("BEGIN IMMEDIATE")
+                if self.backend == "sqlite":
+                    raw.execute("BEGIN IMMEDIATE")
                 try:
-                    yield conn
-                    conn.execute("COMMIT")
+                    yield _compat(raw, self.backend)
+                    raw.execute("COMMIT") if self.backend == "sqlite" else raw.commit()
                 except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
+                    if self.backend == "postgresql":
+                        raw.rollback()
+                    elif raw.in_transaction:
+                        raw.execute("ROLLBACK")
                     raise
             finally:
                 proxy.close()
@@ -309,3 +315,15 @@ def open_state_store(db_path: Path, *, readonly: bool = False) -> Store:
 
     s = store_settings()
     return Store(target_for(db_path, s.url), timeout=s.timeout, readonly=readonly)
+
+
+class _PgCompat:  # TEMP (i14-datap, drop at merge): see Store.sql_read
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        return self.raw.execute(sql.replace("?", "%s"), tuple(params))
+
+
+def _compat(raw: Any, backend: Backend) -> Any:
+    return raw if backend == "sqlite" else _PgCompat(raw)
