@@ -39,7 +39,9 @@ def test_exit_while_daemon_down_fires_on_restart_with_real_code(env: Env, daemon
     p = env.wait_state(pid, "exited")
     assert p["exit_code"] == 4
     fires = env.fires()
-    assert [(f["hook"], f["exit_code"]) for f in fires] == [("mark", None), ("four", 4)]
+    # In the order they happened: the exit (at its recorded time) before the match, which
+    # happened when the restarted daemon read it.
+    assert [(f["hook"], f["exit_code"]) for f in fires] == [("four", 4), ("mark", None)]
     assert "exit code: 4 — failure" in env.cli("thread", "show", "t2").stdout
 
 
