@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection, Row
@@ -43,7 +43,7 @@ class FireRecord:
 
     @classmethod
     def from_row(cls, row: Row[Any]) -> FireRecord:
-        return cls(**row._mapping)
+        return cls(*cast(tuple[Any, ...], row))  # columns in field order: the cheap path
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from sqlalchemy import bindparam, case, select
 from sqlalchemy.engine import Connection, Row
@@ -64,7 +64,7 @@ class ProcessRecord:
 
     @classmethod
     def from_row(cls, row: Row[Any]) -> ProcessRecord:
-        return cls(**row._mapping)
+        return cls(*cast(tuple[Any, ...], row))  # columns in field order: the cheap path
 
     @property
     def tail(self) -> TailState:

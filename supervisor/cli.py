@@ -209,8 +209,11 @@ def _detach_flags(p: argparse.ArgumentParser) -> None:
 
 def _scrubbed(p: ProcessRecord, redact: Callable[[str], str]) -> ProcessRecord:
     """A process row with the values of this shell's credential variables masked."""
-    argv = [redact(a) for a in json.loads(p.argv)]
-    return replace(p, command=redact(p.command), argv=json.dumps(argv))
+    command, given = redact(p.command), json.loads(p.argv)
+    argv = [redact(a) for a in given]
+    if command == p.command and argv == given:
+        return p  # nothing masked, the common case: no copy
+    return replace(p, command=command, argv=json.dumps(argv))
 
 
 def cmd_ps(args: argparse.Namespace, paths: StatePaths) -> int:
