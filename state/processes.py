@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection, Row
 
 from state import tables as t
 from state.db import Store
+from supervise.errors import StateError
 
 ProcessState = Literal["starting", "running", "exited", "lost"]
 PROCESS_STATES: tuple[ProcessState, ...] = get_args(ProcessState)
@@ -217,8 +218,6 @@ def mark_running(
     with store.write() as conn:
         row = conn.execute(_MARK_RUNNING, params).first()
     if row is None:
-        from supervise.errors import StateError
-
         raise StateError(f"process {process_id} vanished from the state database ({store.where})")
     return ProcessRecord.from_row(row)
 
