@@ -265,10 +265,11 @@ class Store:
     @contextmanager
     def sql_read(self) -> Iterator[Any]:
         proxy = self.engine.raw_connection()
+        raw: Any = proxy.driver_connection
         try:
-            yield _compat(proxy.driver_connection, self.backend)
+            yield _compat(raw, self.backend)
             if self.backend == "postgresql":
-                proxy.driver_connection.rollback()
+                raw.rollback()
         finally:
             proxy.close()
 
