@@ -207,7 +207,9 @@ class Store:
             return StateError(f"{where}: the state database failed: {text_}")
         path = self.target.sqlite_path
         assert path is not None
-        if "disk" in text_ and "full" in text_:
+        # "database or disk is full", or "disk I/O error" (EFBIG/ENOSPC mid-write): both
+        # clear once space returns.
+        if "disk" in text_:
             return StateError(f"{where}: cannot write the state database: {text_}; free space")
         if "readonly" in text_ or not os.access(path.parent, os.W_OK):
             # Not a damaged file: moving it aside would not help.
@@ -270,6 +272,8 @@ class Store:
             yield _compat(raw, self.backend)
             if self.backend == "postgresql":
                 raw.rollback()
+        except self._driver_errors() as exc:
+            raise self.error(exc) from exc
         finally:
             proxy.close()
 
@@ -290,8 +294,15 @@ class Store:
                     elif raw.in_transaction:
                         raw.execute("ROLLBACK")
                     raise
+            except self._driver_errors() as exc:
+                raise self.error(exc) from exc
             finally:
                 proxy.close()
+
+    def _driver_errors(self) -> type[Exception]:  # TEMP, with sql_read/sql_write
+        import sqlite3
+
+        return sqlite3.DatabaseError if self.backend == "sqlite" else DBAPIError
 
     def close(self) -> None:
         self.engine.dispose()
