@@ -408,14 +408,14 @@ def _percentiles(latencies_ms: list[float]) -> dict[str, float]:
 def launch_many(home: Home, argvs: list[list[str]], hooks: Path | None = None) -> list[int]:
     """Launch through the library (what `run -d` does, without a CLI start-up per process)."""
     os.environ["SUPERVISE_HOME"] = str(home.dir)
-    from state.db import Store
+    from state.db import open_state_store
     from state.paths import StatePaths
     from supervisor.hookfile import load_hook_file
     from supervisor.hookspec import HookFile
     from supervisor.launch import LaunchRequest, launch
 
     paths = StatePaths(home.dir)
-    store = Store(paths.db)
+    store = open_state_store(paths.db)
     hf = load_hook_file(hooks) if hooks else HookFile()
     ids = []
     for argv in argvs:
@@ -431,11 +431,23 @@ def count_rows(home: Home, sql: str) -> int:
         return int(c.execute(sql).fetchone()[0])
 
 
+def refused_timeouts(home: Home) -> Path:
+    """A hook file whose timeout fires once per process a second in, refused (max_depth 0):
+    `supervise fires` then lists a fire per process, and no thread runs."""
+    hooks = home.dir / "timeout.json"
+    body = {
+        "limits": {"rate": "1000000/second", "max_depth": 0},
+        "hooks": [{"name": "slow", "on_timeout": {"seconds": 1}, "instructions": "x"}],
+    }
+    hooks.write_text(json.dumps(body))
+    return hooks
+
+
 def scale(count: int) -> dict[str, float]:
     home = Home()
     try:
         dpid = home.start()
-        launch_many(home, [["sleep", "600"]] * count)
+        launch_many(home, [["sleep", "600"]] * count, refused_timeouts(home))
         deadline = time.monotonic() + 60
         while count_rows(home, "select count(*) from process where state='running'") < count:
             if time.monotonic() > deadline:
@@ -450,12 +462,15 @@ def scale(count: int) -> dict[str, float]:
         time.sleep(5.0)
         idle = cpu_seconds(dpid) - cpu0
         ps_s = statistics.median(_timed(lambda: home.cli("ps")) for _ in range(3))
+        fires_s = statistics.median(_timed(lambda: home.cli("fires")) for _ in range(3))
         return {
             "processes": count,
             "shim_uss_kib_median": statistics.median(shims) / 1024,
             "daemon_rss_mib": psutil.Process(dpid).memory_info().rss / 2**20,
             "daemon_idle_cpu_s_per_5s": idle,
             "ps_ms": ps_s * 1000,
+            "fires": count_rows(home, "select count(*) from fire"),
+            "fires_ms": fires_s * 1000,
         }
     finally:
         home.stop()

@@ -15,6 +15,7 @@ from sqlalchemy import bindparam, select, text
 from sqlalchemy.engine import Connection, Row
 
 from state import tables as t
+from state.db import Store
 from state.ratelimit import Rate, not_before
 
 ThreadStatus = Literal["queued", "running", "waiting_approval", "completed", "failed", "cancelled"]
@@ -130,3 +131,21 @@ def create_thread(conn: Connection, new: NewThread, rate: Rate) -> ThreadRecord:
         )
     )
     return ThreadRecord.from_row(row)
+
+
+_LIST_THREADS = select(*t.thread.c).order_by(t.thread.c.created_at, t.thread.c.id)
+_LIST_THREADS_OF = (
+    select(*t.thread.c)
+    .where(t.thread.c.process_id == bindparam("pid"))
+    .order_by(t.thread.c.created_at, t.thread.c.id)
+)
+
+
+def list_threads(store: Store, process_id: int | None = None) -> list[ThreadRecord]:
+    """Every thread (or one process's), in the order they were created."""
+    with store.read() as conn:
+        if process_id is None:
+            rows = conn.execute(_LIST_THREADS)
+        else:
+            rows = conn.execute(_LIST_THREADS_OF, {"pid": process_id})
+        return [ThreadRecord.from_row(r) for r in rows]

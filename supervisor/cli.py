@@ -8,10 +8,10 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import asdict, replace
+from typing import TYPE_CHECKING, Any
 
 from state.paths import StatePaths, state_paths
-from state.reader import Reader, Row
 from supervise.errors import HookFileError, SuperviseError, UserError
 from supervisor import views
 from supervisor.daemonlock import running_pid
@@ -20,6 +20,10 @@ from supervisor.redaction import make_redact
 from supervisor.rundir import RunDir
 from supervisor.running import cmd_run, err
 from supervisor.stopping import parse_signal, stop_process
+
+if TYPE_CHECKING:  # imported when used: --help and `hooks` never load SQLAlchemy
+    from state.db import Store
+    from state.processes import ProcessRecord
 
 EPILOG = """\
 examples:
@@ -231,16 +235,24 @@ def _detach_flags(p: argparse.ArgumentParser) -> None:
 # -- other commands ---------------------------------------------------------------------------
 
 
-def _scrubbed(p: Row, redact: Callable[[str], str]) -> Row:
+def _scrubbed(p: ProcessRecord, redact: Callable[[str], str]) -> ProcessRecord:
     """A process row with the values of this shell's credential variables masked."""
-    argv = [redact(a) for a in json.loads(p["argv"])]
-    return {**p, "command": redact(p["command"]), "argv": json.dumps(argv)}
+    command, given = redact(p.command), json.loads(p.argv)
+    argv = [redact(a) for a in given]
+    if command == p.command and argv == given:
+        return p  # nothing masked, the common case: no copy
+    return replace(p, command=command, argv=json.dumps(argv))
 
 
 def cmd_ps(args: argparse.Namespace, paths: StatePaths) -> int:
-    reader = _reader(paths)
+    from state.processes import list_processes
+    from state.threads import list_threads
+
+    store = _store(paths)
     redact = make_redact(os.environ)
-    procs, threads = [_scrubbed(p, redact) for p in reader.processes()], reader.threads()
+    procs = [_scrubbed(p, redact) for p in list_processes(store)]
+    # The thread views still read dict rows (DATA-T ports them to ThreadRecord).
+    threads = [asdict(t) for t in list_threads(store)]
     if args.json:
         print(
             json.dumps(
@@ -257,7 +269,7 @@ def cmd_ps(args: argparse.Namespace, paths: StatePaths) -> int:
     print(views.process_table(procs, now) if procs else "(none)")
     print("\nTHREADS")
     print(views.thread_table(threads, now) if threads else "(none)")
-    busy = any(p["state"] in ("starting", "running") for p in procs) or any(
+    busy = any(p.state in ("starting", "running") for p in procs) or any(
         t["status"] in ("queued", "running") for t in threads
     )
     if busy and running_pid(paths.daemon_pid) is None:
@@ -268,8 +280,10 @@ def cmd_ps(args: argparse.Namespace, paths: StatePaths) -> int:
     return 0
 
 
-def _process(paths: StatePaths, process_id: int) -> Row:
-    row = _reader(paths).process(process_id)
+def _process(paths: StatePaths, process_id: int) -> ProcessRecord:
+    from state.processes import get_process
+
+    row = get_process(_store(paths), process_id)
     if row is None:
         raise UserError(f"no process {process_id}; `supervise ps` lists them")
     return row
@@ -278,14 +292,14 @@ def _process(paths: StatePaths, process_id: int) -> Row:
 def cmd_logs(args: argparse.Namespace, paths: StatePaths) -> int:
     row = _process(paths, args.id)
     run = RunDir(paths.run_dir(args.id))
-    shim = (row["shim_pid"], row["shim_started"])
+    shim = (row.shim_pid, row.shim_started)
     # The child's own file, also where logrotate renamed it (its lines keep going there).
-    source = child_output(run, shim, row["log_inode"])
+    source = child_output(run, shim, row.log_inode)
     if not source.exists():
         raise SuperviseError(f"process {args.id} has no output file ({run.output} is gone)")
     out = sys.stdout.buffer
     # Output past max_log_bytes was moved to output.log.1; its place in output.log is a hole.
-    offset = row["log_punched"] or 0
+    offset = row.log_punched
     if offset and args.lines is None:
         err(f"supervise: the first {offset} bytes of output are in {run.archive} (max_log_bytes)")
     size = source.stat().st_size if source.exists() else 0
@@ -351,8 +365,10 @@ def cmd_stop(args: argparse.Namespace, paths: StatePaths) -> int:
 
 
 def cmd_fires(args: argparse.Namespace, paths: StatePaths) -> int:
+    from state.fires import list_fires
+
     redact = make_redact(os.environ)
-    fires = [{**f, "detail": redact(f["detail"])} for f in _reader(paths).fires(args.process)]
+    fires = [replace(f, detail=redact(f.detail)) for f in list_fires(_store(paths), args.process)]
     if args.json:
         print(json.dumps([views.fire_json(f) for f in fires], indent=1))
     else:
@@ -404,9 +420,12 @@ def cmd_daemon(_args: argparse.Namespace, paths: StatePaths) -> int:
     return run_daemon(paths)
 
 
-def _reader(paths: StatePaths) -> Reader:
+def _store(paths: StatePaths) -> Store:
+    """The state database, to read: a command that only reads never creates or migrates it."""
+    from state.db import open_state_store
+
     paths.ensure()
-    return Reader(paths.db)
+    return open_state_store(paths.db, readonly=True)
 
 
 COMMANDS: dict[str, Any] = {

@@ -32,18 +32,17 @@ from collections.abc import Callable, Mapping
 
 import anyio
 from anyio.abc import TaskGroup
-from sqlmodel import col, select
 
 from agent_threads.dispatch import Dispatcher
 from agent_threads.runner import ThreadRunner
-from state.db import Store
-from state.models import ProcessRow
+from state.counters import Counter, load_active_counters
+from state.db import Store, open_state_store
 from state.paths import StatePaths
+from state.processes import ProcessRecord, active_processes, get_process
 from state.settings import Settings, load_settings
 from supervise.errors import SuperviseError
 from supervisor.coalesce import next_gap, read_delay
 from supervisor.daemonlock import DaemonLock
-from supervisor.firing import load_all_counters
 from supervisor.inotify import (
     IN_CLOSE_WRITE,
     IN_CREATE,
@@ -58,7 +57,6 @@ from supervisor.inotify import (
     Event,
     Inotify,
 )
-from supervisor.limits import Counter
 from supervisor.logcap import max_log_bytes
 from supervisor.redaction import RedactingFilter, make_redact
 from supervisor.threadhost import ThreadHost
@@ -101,7 +99,7 @@ class Daemon:
         self.store = store
         self.clock = clock
         self.trackers: dict[int, Tracker] = {}
-        self.prefetched: dict[int, ProcessRow] = {}
+        self.prefetched: dict[int, ProcessRecord] = {}
         self.prefetched_counters: dict[int, dict[str, Counter]] = {}
         self.max_log_bytes = max_log_bytes()
         self.pending: dict[int, set[str]] = {}
@@ -164,13 +162,10 @@ class Daemon:
 
     async def _recover(self) -> None:
         def load() -> list[int]:
-            with self.store.read() as s:
-                rows = s.exec(
-                    select(ProcessRow).where(col(ProcessRow.state).in_(["starting", "running"]))
-                ).all()
             # One query for all: a thousand single-row reads cost seconds at start-up.
-            self.prefetched = {r.id: r for r in rows if r.id is not None}
-            self.prefetched_counters = load_all_counters(self.store, list(self.prefetched))
+            self.prefetched = {r.id: r for r in active_processes(self.store)}
+            counters = load_active_counters(self.store)
+            self.prefetched_counters = {pid: counters.get(pid, {}) for pid in self.prefetched}
             return list(self.prefetched)
 
         ids = await anyio.to_thread.run_sync(load)
@@ -411,8 +406,7 @@ class Daemon:
         if tracker is None:
             row = self.prefetched.pop(pid, None)
             if row is None:
-                with self.store.read() as s:
-                    row = s.get(ProcessRow, pid)
+                row = get_process(self.store, pid)
             if row is None or row.state in ("exited", "lost"):
                 return None
             try:
@@ -537,7 +531,7 @@ def run_daemon(paths: StatePaths) -> int:
     lock = DaemonLock(paths.daemon_pid)
     lock.acquire()
     _raise_fd_limit()
-    store = Store(paths.db)
+    store = open_state_store(paths.db)
     daemon = Daemon(paths, store, settings=settings)
 
     async def main() -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from state.ratelimit import DEFAULT_RATE, Rate
+from state.ratelimit import DEFAULT_RATE as DEFAULT_RATE  # re-exported: the limits name them
+from state.ratelimit import Rate as Rate
 
 TriggerKind = Literal["on_exit", "on_output_match", "on_timeout"]
 

@@ -24,8 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from state.db import Store
-from state.models import ProcessRow
 from state.paths import StatePaths
+from state.processes import (
+    NewProcess,
+    ProcessRecord,
+    create_process,
+    forget_process,
+    mark_running,
+)
 from supervise.errors import LaunchError, UserError
 from supervisor.clocks import boot_clock
 from supervisor.hookspec import HookFile, Limits
@@ -97,7 +103,7 @@ def launch(
     req: LaunchRequest,
     *,
     clock: Callable[[], float] = time.time,
-) -> ProcessRow:
+) -> ProcessRecord:
     """Start `req` detached under a shim and return its row (state running).
 
     Raises:
@@ -115,7 +121,7 @@ def launch(
     # they save is scrubbed of every credential in it (the process may print its own).
     env, env_key = seal_env(req.child_env())
     row = _insert_row(store, req, hooks, env_key, clock())
-    run = RunDir(paths.run_dir(_id(row)))
+    run = RunDir(paths.run_dir(row.id))
     try:
         run.path.mkdir(mode=0o700)
         run.write_env(env)
@@ -123,28 +129,29 @@ def launch(
         run.write_spec(row.spec)
         shim_pid, child_pid = _start_shim(run, req)
     except BaseException as exc:
-        _forget(store, _id(row), run)
+        forget_process(store, row.id)
+        shutil.rmtree(run.path, ignore_errors=True)
         if isinstance(exc, OSError):
             raise LaunchError(f"cannot start {req.argv[0]}: {exc}") from exc
         raise
-    return _mark_running(store, _id(row), shim_pid, child_pid)
-
-
-def _id(row: ProcessRow) -> int:
-    assert row.id is not None
-    return row.id
+    return mark_running(
+        store,
+        row.id,
+        pid=child_pid,
+        pid_started=start_time(child_pid),
+        shim_pid=shim_pid,
+        shim_started=start_time(shim_pid),
+    )
 
 
 def _insert_row(
     store: Store, req: LaunchRequest, hooks: HookFile, env_key: str, now: float
-) -> ProcessRow:
-    name = req.name or Path(req.argv[0]).name
-    row = ProcessRow(
-        name=name,
+) -> ProcessRecord:
+    new = NewProcess(
+        name=req.name or Path(req.argv[0]).name,
         command=shlex.join(req.argv),
         argv=json.dumps(list(req.argv)),
         cwd=str(req.cwd),
-        state="starting",
         boot_id=boot_id(),
         started_at=now,
         started_boot=boot_clock(),
@@ -152,17 +159,11 @@ def _insert_row(
         parent_thread_id=req.parent_thread_id,
         env_key=env_key,
     )
-    with store.write() as s:
-        s.add(row)
-        s.flush()  # the id, which the record names
-        row.spec = spec_text(_spec(row, req, hooks))
-        s.add(row)
-        s.flush()
-        s.refresh(row)
-    return row
+    # The record names the id: written in the transaction that creates the row.
+    return create_process(store, new, lambda row: spec_text(_spec(row, req, hooks)))
 
 
-def _spec(row: ProcessRow, req: LaunchRequest, hooks: HookFile) -> dict[str, Any]:
+def _spec(row: ProcessRecord, req: LaunchRequest, hooks: HookFile) -> dict[str, Any]:
     return {
         "id": row.id,
         "name": row.name,
@@ -215,25 +216,3 @@ def _read_ready(fd: int) -> int:
             raise LaunchError("the shim ended before starting the child; see its output.log")
         buf += chunk
     return int(buf)
-
-
-def _mark_running(store: Store, process_id: int, shim_pid: int, child_pid: int) -> ProcessRow:
-    with store.write() as s:
-        row = s.get(ProcessRow, process_id)
-        assert row is not None
-        row.pid = child_pid
-        row.pid_started = start_time(child_pid)
-        row.shim_pid = shim_pid
-        row.shim_started = start_time(shim_pid)
-        if row.state == "starting":  # the daemon may already have seen it end
-            row.state = "running"
-        s.add(row)
-    return row
-
-
-def _forget(store: Store, process_id: int, run: RunDir) -> None:
-    with store.write() as s:
-        row = s.get(ProcessRow, process_id)
-        if row is not None:
-            s.delete(row)
-    shutil.rmtree(run.path, ignore_errors=True)

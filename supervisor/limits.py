@@ -13,17 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from state.counters import Counter as Counter  # the decisions' input, stored by state/
 from supervisor.hookspec import Limits
 
 Verdict = Literal["spawn", "refuse", "suppress"]
-
-
-@dataclass(frozen=True)
-class Counter:
-    """A hook's history on one process."""
-
-    fires: int = 0
-    refused: int = 0
 
 
 @dataclass(frozen=True)

@@ -10,15 +10,17 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from state.paths import StatePaths
-from state.reader import Reader
 from supervise.errors import HookFileError, UserError
 from supervisor.daemonlock import running_pid
 from supervisor.follow import follow_output, wait_for_file
 from supervisor.hookspec import HookFile
 from supervisor.rundir import RunDir
+
+if TYPE_CHECKING:
+    from state.db import Store
 
 HOOK_EXTENSIONS = (".yaml", ".yml", ".json")
 RECORD_WAIT_S = 15.0
@@ -133,12 +135,12 @@ def cmd_run(args: argparse.Namespace, paths: StatePaths) -> int:
     hooks = load_hooks([*args.hook, *trailing])
     extra_env = _parse_env(args.env)
     cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
-    # Imported here: SQLModel costs ~0.4 s of start-up that read-only commands skip.
-    from state.db import Store
+    # Imported here: SQLAlchemy costs start-up that commands without the database skip.
+    from state.db import open_state_store
     from supervisor.launch import LaunchRequest, launch, resolve_command
 
     paths.ensure()
-    store = Store(paths.db)
+    store = open_state_store(paths.db)
     req = LaunchRequest(
         argv=cmd,
         cwd=cwd,
@@ -166,18 +168,19 @@ def cmd_run(args: argparse.Namespace, paths: StatePaths) -> int:
                 f"supervise logs {row.id} -f to follow"
             )
         return 0
-    assert row.id is not None
-    return _attach(paths, row.id, (row.shim_pid, row.shim_started))
+    return _attach(store, paths, row.id, (row.shim_pid, row.shim_started))
 
 
-def _attach(paths: StatePaths, pid: int, shim: tuple[int | None, float | None]) -> int:
+def _attach(
+    store: Store, paths: StatePaths, pid: int, shim: tuple[int | None, float | None]
+) -> int:
     run = RunDir(paths.run_dir(pid))
     with contextlib.suppress(OSError):
         run.attached.touch()  # asks the daemon to touch `recorded` when it has committed
     told: set[int] = set()
     try:
         record = follow_output(
-            run, sys.stdout.buffer, shim=shim, on_news=lambda: _report_threads(paths, pid, told)
+            run, sys.stdout.buffer, shim=shim, on_news=lambda: _report_threads(store, pid, told)
         )
     except KeyboardInterrupt:
         err(
@@ -185,12 +188,12 @@ def _attach(paths: StatePaths, pid: int, shim: tuple[int | None, float | None]) 
             f"(supervise logs {pid} -f to follow, supervise stop {pid} to stop)"
         )
         return 130
-    if not _recorded(paths, pid) and not wait_for_file(run.recorded, RECORD_WAIT_S):
+    if not _recorded(store, pid) and not wait_for_file(run.recorded, RECORD_WAIT_S):
         err(
             f"supervise: the daemon has not recorded the end of process {pid} yet "
             f"(is it running? see {paths.daemon_log}); its hooks fire when it does"
         )
-    _report_threads(paths, pid, told, final=True)
+    _report_threads(store, pid, told, final=True)
     if record is None:
         err(f"supervise: process {pid} was lost (its shim vanished without an exit record)")
         return 1
@@ -199,27 +202,29 @@ def _attach(paths: StatePaths, pid: int, shim: tuple[int | None, float | None]) 
     return record.exit_code
 
 
-def _recorded(paths: StatePaths, pid: int) -> bool:
-    row = Reader(paths.db).process(pid)
-    return row is not None and row["state"] in ("exited", "lost")
+def _recorded(store: Store, pid: int) -> bool:
+    from state.processes import get_process
+
+    row = get_process(store, pid)
+    return row is not None and row.state in ("exited", "lost")
 
 
-def _report_threads(
-    paths: StatePaths, process_id: int, told: set[int], *, final: bool = False
-) -> None:
+def _report_threads(store: Store, process_id: int, told: set[int], *, final: bool = False) -> None:
     """Name each thread the process's hooks spawned, once: as it happens (between output
     lines, on stderr), and at the end those not named yet, or all with their status."""
-    for t in Reader(paths.db).threads(process_id):
-        if t["id"] in told and not final:
+    from state.threads import list_threads
+
+    for t in list_threads(store, process_id):
+        if t.id in told and not final:
             continue
-        told.add(t["id"])
+        told.add(t.id)
         if final:
             err(
-                f"supervise: hook {t['hook']} ({t['trigger']}) spawned thread t{t['id']} "
-                f"[{t['status']}]; supervise thread show t{t['id']}"
+                f"supervise: hook {t.hook} ({t.trigger}) spawned thread t{t.id} "
+                f"[{t.status}]; supervise thread show t{t.id}"
             )
         else:
             err(
-                f"supervise: >>> hook {t['hook']} ({t['trigger']}) fired: thread t{t['id']} "
-                f"spawned; follow it with: supervise thread show t{t['id']} -f"
+                f"supervise: >>> hook {t.hook} ({t.trigger}) fired: thread t{t.id} "
+                f"spawned; follow it with: supervise thread show t{t.id} -f"
             )

@@ -13,11 +13,14 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from state.reader import Row
 from supervise.errors import SuperviseError, UserError
 from supervisor.identity import is_same
 from supervisor.rundir import ExitRecord, RunDir
+
+if TYPE_CHECKING:  # the CLI imports this module: no SQLAlchemy for --help
+    from state.processes import ProcessRecord
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ def _wait_gone(pid: int, seconds: float) -> bool:
 
 
 def stop_process(
-    row: Row,
+    row: ProcessRecord,
     run: RunDir,
     *,
     sig: signal.Signals = signal.SIGTERM,
@@ -67,14 +70,14 @@ def stop_process(
     """
     if grace < 0:
         raise UserError(f"--grace must be 0 or more seconds, got {grace:g}")
-    pid = row["pid"] or run.read_pid("child")
-    started = row["pid_started"]
-    if row["state"] not in ("running", "starting") or pid is None or not is_same(pid, started):
+    pid = row.pid or run.read_pid("child")
+    started = row.pid_started
+    if row.state not in ("running", "starting") or pid is None or not is_same(pid, started):
         raise SuperviseError(
-            f"process {row['id']} is not running (state {row['state']}); nothing to stop"
+            f"process {row.id} is not running (state {row.state}); nothing to stop"
         )
     sent = []
-    say(f"sending {sig.name} to process {row['id']} (pid {pid}) and its process group")
+    say(f"sending {sig.name} to process {row.id} (pid {pid}) and its process group")
     os.killpg(pid, sig)
     sent.append(sig.name)
     gone = _wait_gone(pid, grace)

@@ -33,8 +33,8 @@ from agent_threads.sandbox import Sandbox, SandboxError, resolve
 from agent_threads.tools.base import LaunchedProcess, ToolContext
 from agent_threads.tools.registry import default_tools
 from state.db import Store
-from state.models import ProcessRow
 from state.paths import StatePaths
+from state.processes import get_process
 from state.sandboxpolicy import SandboxConfigError, SandboxPolicy
 from state.settings import Settings
 from supervise.errors import ModelError, StateError, UserError
@@ -131,8 +131,7 @@ class ThreadHost:
         """
         if process_id is None:
             return None
-        with self.store.read() as s:
-            row = s.get(ProcessRow, process_id)
+        row = get_process(self.store, process_id)
         if row is None:
             raise StateError(f"process {process_id} is not in the state database")
         run = RunDir(self.paths.run_dir(process_id))

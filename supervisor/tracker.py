@@ -14,15 +14,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from agent_threads.spawn import FireFacts
+from state.counters import load_counters
 from state.db import Store
-from state.models import ProcessRow
 from state.paths import StatePaths
+from state.processes import LogPosition, ProcessEnd, ProcessRecord, TailState
 from supervise.errors import SuperviseError
 from supervisor import clocks
-from supervisor.firing import FireEvent, Outcome, commit_fires, load_counters
+from supervisor.firing import FireEvent, Outcome, commit_fires
 from supervisor.hookspec import Hook, HookFile, Limits, OnExit, OnOutputMatch, OnTimeout
 from supervisor.identity import boot_id, is_same, start_time
 from supervisor.limits import Counter, scan_budget
@@ -65,13 +65,12 @@ class Tracker:
         self,
         store: Store,
         paths: StatePaths,
-        row: ProcessRow,
+        row: ProcessRecord,
         *,
         clock: Callable[[], float] = time.time,
         max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
         counters: dict[str, Counter] | None = None,
     ) -> None:
-        assert row.id is not None
         self.id = row.id
         self.store = store
         self.clock = clock
@@ -405,23 +404,16 @@ class Tracker:
         self,
         events: list[FireEvent],
         res: StepResult,
-        end: dict[str, Any] | None = None,
+        end: ProcessEnd | None = None,
     ) -> None:
         started = time.thread_time()
-        pos = self.pos
-        changes = {
-            "log_offset": pos.offset,
-            "log_inode": pos.inode,
-            "log_head": pos.head,
-            "log_skipping": pos.skipping,
-            "log_archived": self.archived,
-            "log_punched": self.punched,
-            "log_new_offset": self.new_pos.offset,
-            "log_new_inode": self.new_pos.inode,
-            "log_new_head": self.new_pos.head,
-            "log_new_skipping": self.new_pos.skipping,
-            **(end or {}),
-        }
+        pos, new = self.pos, self.new_pos
+        tail = TailState(
+            LogPosition(pos.offset, pos.inode, pos.head, pos.skipping),
+            LogPosition(new.offset, new.inode, new.head, new.skipping),
+            self.archived,
+            self.punched,
+        )
         self._budget_cache = None
         outcomes, self.counters = commit_fires(
             self.store,
@@ -429,7 +421,8 @@ class Tracker:
             events,
             limits=self.hooks.limits,
             expect_offset=self.saved_offset,
-            changes=changes,
+            tail=tail,
+            end=end,
             redact=self._redactor() if events else redact_text,
         )
         self.saved_offset = pos.offset
@@ -475,18 +468,16 @@ class Tracker:
                     )
                 )
 
-        end = {
-            "state": "exited",
-            "exit_code": record.exit_code,
-            "signal": record.signal,
-            "result": record.result,
-            "ended_at": record.ended_at,
-        }
         # A process that ended before the CLI wrote its pids: keep what the run dir said.
-        if self.pid is not None:
-            end["pid"] = self.pid
-        if self.shim_pid is not None:
-            end["shim_pid"] = self.shim_pid
+        end = ProcessEnd(
+            "exited",
+            record.result,
+            record.ended_at,
+            exit_code=record.exit_code,
+            signal=record.signal,
+            pid=self.pid,
+            shim_pid=self.shim_pid,
+        )
         self._settle(events, end, res)
 
     def _lost(self, res: StepResult, reason: str) -> None:
@@ -515,10 +506,10 @@ class Tracker:
                     )
                 )
 
-        end = {"state": "lost", "result": "lost", "ended_at": now, "end_reason": reason}
+        end = ProcessEnd("lost", "lost", now, end_reason=reason)
         self._settle(events, end, res)
 
-    def _settle(self, events: list[FireEvent], end: dict[str, Any], res: StepResult) -> None:
+    def _settle(self, events: list[FireEvent], end: ProcessEnd, res: StepResult) -> None:
         self._commit(events, res, end)
         res.ended = True
         # Only for an attached `run`, which made `attached` before it read the state: either
@@ -570,13 +561,14 @@ class Tracker:
             self._commit(events, res)
 
 
-def lose_unknown(store: Store, row: ProcessRow, reason: str, *, clock: Callable[[], float]) -> None:
+def lose_unknown(
+    store: Store, row: ProcessRecord, reason: str, *, clock: Callable[[], float]
+) -> None:
     """Mark a process lost whose hooks cannot be known (its run dir went with spec.json)."""
-    assert row.id is not None
     log.warning(
         "process %d: lost (%s); its hooks went with it (spec.json), so no on_exit hook fired",
         row.id,
         reason,
     )
-    end = {"state": "lost", "result": "lost", "ended_at": clock(), "end_reason": reason}
-    commit_fires(store, row.id, [], limits=Limits(), expect_offset=row.log_offset, changes=end)
+    end = ProcessEnd("lost", "lost", clock(), end_reason=reason)
+    commit_fires(store, row.id, [], limits=Limits(), expect_offset=row.log_offset, end=end)

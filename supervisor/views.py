@@ -8,10 +8,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_threads.spawn import format_runtime
 from state.reader import Row
+
+if TYPE_CHECKING:  # records only as types here: `ps` imports SQLAlchemy when it reads
+    from state.fires import FireRecord
+    from state.processes import ProcessRecord
 
 
 def iso(ts: float | None) -> str | None:
@@ -26,23 +30,23 @@ def thread_ref(thread_id: int | None) -> str | None:
     return None if thread_id is None else f"t{thread_id}"
 
 
-def process_json(p: Row) -> dict[str, Any]:
+def process_json(p: ProcessRecord) -> dict[str, Any]:
     return {
-        "id": p["id"],
-        "name": p["name"],
-        "command": p["command"],
-        "argv": json.loads(p["argv"]),
-        "cwd": p["cwd"],
-        "pid": p["pid"],
-        "state": "running" if p["state"] == "starting" else p["state"],
-        "exit_code": p["exit_code"],
-        "signal": p["signal"],
-        "result": p["result"],
-        "reason": p.get("end_reason"),
-        "started_at": iso(p["started_at"]),
-        "ended_at": iso(p["ended_at"]),
-        "depth": p["depth"],
-        "parent_thread": thread_ref(p["parent_thread_id"]),
+        "id": p.id,
+        "name": p.name,
+        "command": p.command,
+        "argv": json.loads(p.argv),
+        "cwd": p.cwd,
+        "pid": p.pid,
+        "state": "running" if p.state == "starting" else p.state,
+        "exit_code": p.exit_code,
+        "signal": p.signal,
+        "result": p.result,
+        "reason": p.end_reason,
+        "started_at": iso(p.started_at),
+        "ended_at": iso(p.ended_at),
+        "depth": p.depth,
+        "parent_thread": thread_ref(p.parent_thread_id),
     }
 
 
@@ -86,18 +90,18 @@ def usage_json(entries: Sequence[Row]) -> dict[str, int]:
     return total
 
 
-def fire_json(f: Row) -> dict[str, Any]:
+def fire_json(f: FireRecord) -> dict[str, Any]:
     return {
-        "id": f["id"],
-        "process_id": f["process_id"],
-        "hook": f["hook"],
-        "trigger": f["trigger"],
-        "at": iso(f["at"]),
-        "detail": f["detail"],
-        "exit_code": f["exit_code"],
-        "spawned": bool(f["spawned"]),
-        "reason": f["reason"],
-        "thread_id": thread_ref(f["thread_id"]),
+        "id": f.id,
+        "process_id": f.process_id,
+        "hook": f.hook,
+        "trigger": f.trigger,
+        "at": iso(f.at),
+        "detail": f.detail,
+        "exit_code": f.exit_code,
+        "spawned": f.spawned,
+        "reason": f.reason,
+        "thread_id": thread_ref(f.thread_id),
     }
 
 
@@ -114,27 +118,27 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def process_table(rows: Sequence[Row], now: float) -> str:
+def process_table(rows: Sequence[ProcessRecord], now: float) -> str:
     body = []
     for p in rows:
-        end = p["ended_at"] if p["ended_at"] is not None else now
-        code = "-" if p["exit_code"] is None else str(p["exit_code"])
-        if p["signal"]:
-            code = f"{code} ({p['signal']})"
-        elif p.get("end_reason"):
-            code = f"{code} ({p['end_reason']})"
-        state = "running" if p["state"] == "starting" else p["state"]
+        end = p.ended_at if p.ended_at is not None else now
+        code = "-" if p.exit_code is None else str(p.exit_code)
+        if p.signal:
+            code = f"{code} ({p.signal})"
+        elif p.end_reason:
+            code = f"{code} ({p.end_reason})"
+        state = "running" if p.state == "starting" else p.state
         body.append(
             [
-                str(p["id"]),
-                _clip(p["name"], 20),
+                str(p.id),
+                _clip(p.name, 20),
                 state,
-                str(p["pid"] or "-"),
+                str(p.pid or "-"),
                 code,
-                local(p["started_at"]),
-                format_runtime(end - p["started_at"]),
-                str(p["depth"]),
-                _clip(p["command"], 60),
+                local(p.started_at),
+                format_runtime(end - p.started_at),
+                str(p.depth),
+                _clip(p.command, 60),
             ]
         )
     headers = ["ID", "NAME", "STATE", "PID", "EXIT", "STARTED", "RUNTIME", "DEPTH", "COMMAND"]
@@ -164,21 +168,19 @@ def thread_table(rows: Sequence[Row], now: float) -> str:
     return table(headers, body)
 
 
-def fire_table(rows: Sequence[Row]) -> str:
+def fire_table(rows: Sequence[FireRecord]) -> str:
     body = []
     for f in rows:
-        outcome = (
-            f"spawned {thread_ref(f['thread_id'])}" if f["spawned"] else f"refused: {f['reason']}"
-        )
+        outcome = f"spawned {thread_ref(f.thread_id)}" if f.spawned else f"refused: {f.reason}"
         body.append(
             [
-                str(f["id"]),
-                str(f["process_id"]),
-                f["hook"],
-                f["trigger"],
-                local(f["at"]),
+                str(f.id),
+                str(f.process_id),
+                f.hook,
+                f.trigger,
+                local(f.at),
                 outcome,
-                _clip(f["detail"], 60),
+                _clip(f.detail, 60),
             ]
         )
     return table(["ID", "PROCESS", "HOOK", "TRIGGER", "AT", "OUTCOME", "DETAIL"], body)

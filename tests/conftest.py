@@ -14,11 +14,14 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pgserver
 import psutil
 import pytest
+
+if TYPE_CHECKING:
+    from state.db import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -261,3 +264,31 @@ def pg_url(pg_server: pgserver.PgServer) -> Iterator[str]:
     with psycopg.connect(admin, autocommit=True) as conn:
         # FORCE: a connection the test left open (a pooled engine) must not block the drop.
         conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+# --- Both back ends: the state layer's tests and a handful of end-to-end tests run on each ---
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def db_url(backend: str, request: pytest.FixtureRequest) -> str | None:
+    """SUPERVISE_DB_URL for the back end: None for SQLite (the state dir's own file)."""
+    if backend == "sqlite":
+        return None
+    url: str = request.getfixturevalue("pg_url")  # skips where PostgreSQL is missing
+    return url
+
+
+@pytest.fixture
+def store(db_url: str | None, tmp_path: Path) -> Iterator[Store]:
+    """A migrated state database on the back end (state.db.Store)."""
+    from state.db import Store, target_for
+
+    s = Store(target_for(tmp_path / "state.db", db_url), timeout=10.0)
+    yield s
+    s.close()

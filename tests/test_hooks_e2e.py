@@ -212,13 +212,13 @@ def test_output_log_is_bounded_without_losing_fires(
 
 def test_depth_is_carried_by_processes_that_threads_start(env: Env, daemon: Daemon) -> None:
     # The seam a thread's RunProcess tool uses: launch() with the thread's depth and limits.
-    from state.db import Store
+    from state.db import open_state_store
     from state.paths import StatePaths
     from supervisor.hookspec import Hook, HookFile, Limits, OnExit
     from supervisor.launch import LaunchRequest, launch
 
     paths = StatePaths(env.home)
-    store = Store(paths.db)
+    store = open_state_store(paths.db)
     hooks = HookFile(hooks=(Hook("any", OnExit(None), "x"),), limits=Limits(max_depth=5))
     ids = []
     for depth in (2, 3):

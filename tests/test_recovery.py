@@ -46,7 +46,9 @@ def test_exit_while_daemon_down_fires_on_restart_with_real_code(env: Env, daemon
     p = env.wait_state(pid, "exited")
     assert p["exit_code"] == 4
     fires = env.fires()
-    assert [(f["hook"], f["exit_code"]) for f in fires] == [("mark", None), ("four", 4)]
+    # In the order they happened: the exit (at its recorded time) before the match, which
+    # happened when the restarted daemon read it.
+    assert [(f["hook"], f["exit_code"]) for f in fires] == [("four", 4), ("mark", None)]
     assert "exit code: 4 — failure" in env.cli("thread", "show", "t2").stdout
     # A fire is stamped when its trigger happened: the exit when it happened, and the line,
     # read after the exit though written before it, no later than the exit. A thread is
@@ -166,28 +168,25 @@ def test_timeout_past_its_deadline_fires_at_restart(
 
 def test_a_launch_the_cli_never_finished_becomes_lost(env: Env, daemon: Daemon) -> None:
     # The CLI recorded the process and its run dir, then died before starting the shim.
-    from state.db import Store
-    from state.models import ProcessRow
+    from state.db import open_state_store
+    from state.processes import NewProcess, create_process
     from supervisor.hookspec import Hook, HookFile, OnExit
     from supervisor.rundir import RunDir, spec_text
     from supervisor.tracker import STARTING_GRACE_S
 
-    store = Store(env.home / "state.db")
-    row = ProcessRow(
+    store = open_state_store(env.home / "state.db")
+    new = NewProcess(
         name="ghost",
         command="ghost",
         argv='["ghost"]',
         cwd=str(env.work),
+        boot_id="",
         started_at=time.time() - STARTING_GRACE_S + 1.0,
     )
-    with store.write() as s:
-        s.add(row)
-        s.flush()
-        s.refresh(row)
-    assert row.id is not None
+    hooks = HookFile(hooks=(Hook("any", OnExit(None), "x"),))
+    row = create_process(store, new, lambda _: spec_text({"hooks": hooks.to_json()}))
     run = RunDir(env.home / "runs" / str(row.id))
     run.path.mkdir()
-    hooks = HookFile(hooks=(Hook("any", OnExit(None), "x"),))
     run.write_spec(spec_text({"hooks": hooks.to_json()}))
     p = env.wait_state(row.id, "lost", timeout=10)
     assert p["result"] == "lost"

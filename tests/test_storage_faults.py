@@ -292,13 +292,13 @@ def test_a_threads_process_keeps_the_parents_limits_not_the_defaults(
     # The seam a thread's RunProcess tool uses. Its hooks set no limits: the parent's
     # max_depth 6 applies (the defaults' 3 refused a spawn at depth 4), and a child file's
     # own limit is still no looser than the parent's.
-    from state.db import Store
+    from state.db import open_state_store
     from supervisor.hookfile import load_hook_mapping
     from supervisor.hookspec import Limits, Rate
     from supervisor.launch import LaunchRequest, launch
 
     paths = StatePaths(env.home)
-    store = Store(paths.db)
+    store = open_state_store(paths.db)
     parent = Limits(6, Rate(100, 60.0))
     plain = load_hook_mapping({"hooks": [{"on_exit": None, "instructions": "x"}]}, "RunProcess")
     loose = load_hook_mapping({"limits": {"max_depth": 9, "rate": "1000/minute"}}, "RunProcess")
@@ -410,8 +410,8 @@ def test_a_wall_clock_step_while_the_daemon_runs_moves_no_timeout(
 def test_the_tracker_decides_a_timeout_on_the_boot_clock(tmp_path: Path) -> None:
     # A real state file and run dir, no daemon: a timer that wakes early (or a wall clock
     # that says an hour passed) fires nothing; the tracker arms the rest.
-    from state.db import Store
-    from state.models import ProcessRow
+    from state.db import open_state_store
+    from state.processes import NewProcess, create_process
     from supervisor.clocks import boot_clock
     from supervisor.hookspec import Hook, HookFile, OnTimeout
     from supervisor.identity import boot_id
@@ -419,11 +419,11 @@ def test_the_tracker_decides_a_timeout_on_the_boot_clock(tmp_path: Path) -> None
     from supervisor.tracker import Tracker
 
     paths = StatePaths(tmp_path / "home").ensure()
-    store = Store(paths.db)
+    store = open_state_store(paths.db)
     hooks = HookFile(hooks=(Hook("slow", OnTimeout(100.0), "x"),))
 
     def tracker(wall_ago: float, boot_ago: float) -> Tracker:
-        row = ProcessRow(
+        new = NewProcess(
             name="p",
             command="p",
             argv='["p"]',
@@ -433,11 +433,7 @@ def test_the_tracker_decides_a_timeout_on_the_boot_clock(tmp_path: Path) -> None
             started_at=time.time() - wall_ago,
             started_boot=boot_clock() - boot_ago,
         )
-        with store.write() as s:
-            s.add(row)
-            s.flush()
-            s.refresh(row)
-        assert row.id is not None
+        row = create_process(store, new, lambda _: spec_text({"hooks": hooks.to_json()}))
         run = RunDir(paths.run_dir(row.id))
         run.path.mkdir()
         run.write_spec(spec_text({"hooks": hooks.to_json()}))

@@ -1,0 +1,204 @@
+"""Fire records, and `commit_fires`: the exactly-once transaction of the daemon.
+
+The saved output position, the hook counters, the fire rows, the threads they spawn and
+the process's end go in ONE transaction, so a daemon killed at any instant and restarted
+neither misses nor repeats a fire. Whether a fire spawns, is refused or is dropped is decided
+by the caller's `planner` (supervisor/limits.py decides; state/ only stores), run inside the
+transaction on what it holds: the counters and the keys already recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, cast
+
+from sqlalchemy import bindparam, select
+from sqlalchemy.engine import Connection, Row
+
+from state import tables as t
+from state.counters import Counter, counters_in, save_counters
+from state.db import Store
+from state.processes import ProcessEnd, TailState
+from state.ratelimit import Rate
+from state.threads import NewThread, create_thread
+from supervise.errors import StateError
+
+
+@dataclass(frozen=True, slots=True)
+class FireRecord:
+    """A fire row: a hook's trigger happened (`spawned`, or refused with `reason`)."""
+
+    id: int
+    key: str
+    process_id: int
+    hook: str
+    trigger: str
+    at: float
+    detail: str  # the matched line, the exit, the timeout
+    exit_code: int | None
+    spawned: bool
+    reason: str | None
+    thread_id: int | None
+
+    @classmethod
+    def from_row(cls, row: Row[Any]) -> FireRecord:
+        return cls(*cast(tuple[Any, ...], row))  # columns in field order: the cheap path
+
+
+@dataclass(frozen=True, slots=True)
+class FireWrite:
+    """A fire to record; `thread` (its fire_id left None) is the thread it spawns, if any."""
+
+    key: str
+    hook: str
+    trigger: str
+    at: float
+    detail: str
+    exit_code: int | None = None
+    reason: str | None = None  # why it was refused
+    thread: NewThread | None = None
+
+    @property
+    def spawned(self) -> bool:
+        return self.thread is not None
+
+
+@dataclass(frozen=True, slots=True)
+class PlanInput:
+    """What the planner decides on, read inside the transaction."""
+
+    depth: int  # the process's depth: its threads run at depth + 1
+    counters: Mapping[str, Counter]  # by hook
+    recorded: frozenset[str]  # the keys, of those asked about, that are already fires
+
+
+@dataclass(frozen=True, slots=True)
+class FirePlan:
+    writes: Sequence[FireWrite]
+    counters: Mapping[str, Counter]  # every hook's counter after the writes
+
+
+# Run inside the transaction, maybe more than once (a retried PostgreSQL transaction): it
+# must be a pure function of its input.
+Planner = Callable[[PlanInput], FirePlan]
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    fires: list[FireRecord]  # the recorded fires, in the plan's order
+    counters: dict[str, Counter]  # by hook, after the commit
+
+
+_F = t.fire.c
+_P = t.process.c
+_COLUMNS = [_F[f] for f in FireRecord.__dataclass_fields__]
+
+_LIST = select(*_COLUMNS).order_by(_F.at, _F.id)
+_LIST_ONE = select(*_COLUMNS).where(_F.process_id == bindparam("pid")).order_by(_F.at, _F.id)
+_RECORDED = select(_F.key).where(_F.key.in_(bindparam("keys", expanding=True)))
+_INSERT = t.fire.insert().returning(*_COLUMNS)
+_SET_THREAD = (
+    t.fire.update()
+    .where(_F.id == bindparam("b_id"))
+    .values(thread_id=bindparam("b_thread"))
+    .returning(*_COLUMNS)
+)
+# Locks the row (PostgreSQL): a second daemon on this process waits here, then fails the
+# offset check below.
+_LOCK = select(_P.log_offset, _P.depth).where(_P.id == bindparam("b_id")).with_for_update()
+# Parameters named b_*: the other parameters given name the columns to set.
+_UPDATE = t.process.update().where(_P.id == bindparam("b_id"))
+
+
+def list_fires(store: Store, process_id: int | None = None) -> list[FireRecord]:
+    """Every fire (or one process's), in the order they happened."""
+    with store.read() as conn:
+        if process_id is None:
+            rows = conn.execute(_LIST)
+        else:
+            rows = conn.execute(_LIST_ONE, {"pid": process_id})
+        return [FireRecord.from_row(r) for r in rows]
+
+
+def commit_fires(
+    store: Store,
+    process_id: int,
+    keys: Sequence[str],
+    planner: Planner,
+    *,
+    rate: Rate,
+    expect_offset: int | None,
+    tail: TailState | None = None,
+    end: ProcessEnd | None = None,
+) -> Committed:
+    """Record what `planner` decides about the fires `keys`, with the process's new tail
+    position and end, in one transaction.
+
+    Args:
+        store: the state database.
+        process_id: whose hooks fired.
+        keys: the keys of the fires planned (the planner is told which are recorded already).
+        planner: decides the fires to write and the counters after them.
+        rate: the shared limiter every spawned thread goes through.
+        expect_offset: the saved output offset this work started from; a mismatch means
+            another writer moved it, and nothing is written. None: no check.
+        tail: the tailing bookkeeping to save; None leaves it.
+        end: how the process ended; None: it has not.
+
+    Raises:
+        StateError: the process is not recorded, or its saved offset moved.
+    """
+
+    def txn(conn: Connection) -> Committed:
+        depth = _lock(conn, process_id, expect_offset)
+        columns = {**(tail.columns() if tail else {}), **(end.columns() if end else {})}
+        if columns:
+            conn.execute(_UPDATE, {"b_id": process_id, **columns})
+        counters = counters_in(conn, process_id)
+        if not keys:
+            return Committed([], counters)
+        recorded = frozenset(conn.execute(_RECORDED, {"keys": list(keys)}).scalars())
+        plan = planner(PlanInput(depth, dict(counters), recorded))
+        changed = {h: c for h, c in plan.counters.items() if counters.get(h) != c}
+        save_counters(conn, process_id, changed)
+        fires = [_write(conn, process_id, w, rate) for w in plan.writes]
+        return Committed(fires, {**counters, **plan.counters})
+
+    return store.transact(txn)
+
+
+def _lock(conn: Connection, process_id: int, expect_offset: int | None) -> int:
+    """Lock the process row, check its saved offset; returns its depth."""
+    row = conn.execute(_LOCK, {"b_id": process_id}).first()
+    if row is None:
+        raise StateError(f"process {process_id} vanished from the state database")
+    offset, depth = row
+    if expect_offset is not None and offset != expect_offset:
+        raise StateError(
+            f"process {process_id}: saved offset moved ({offset} != {expect_offset}); "
+            "is a second daemon running on this state directory?"
+        )
+    return int(depth)
+
+
+def _write(conn: Connection, process_id: int, w: FireWrite, rate: Rate) -> FireRecord:
+    values = {
+        "key": w.key,
+        "process_id": process_id,
+        "hook": w.hook,
+        "trigger": w.trigger,
+        "at": w.at,
+        "detail": w.detail,
+        "exit_code": w.exit_code,
+        "spawned": w.spawned,
+        "reason": w.reason,
+    }
+    row = conn.execute(_INSERT, values).one()
+    if w.thread is None:
+        return FireRecord.from_row(row)
+    new = replace(w.thread, process_id=process_id, fire_id=row.id)
+    thread = create_thread(conn, new, rate)
+    return FireRecord.from_row(
+        conn.execute(_SET_THREAD, {"b_id": row.id, "b_thread": thread.id}).one()
+    )
