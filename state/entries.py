@@ -61,11 +61,11 @@ _LAST_SEQ = select(func.coalesce(func.max(t.entry.c.seq), 0)).where(
     t.entry.c.thread_id == bindparam("id")
 )
 _INSERT = t.entry.insert().values(
-    thread_id=bindparam("id"),
-    seq=bindparam("seq"),
-    kind=bindparam("kind"),
-    at=bindparam("at"),
-    data=bindparam("data"),
+    thread_id=bindparam("b_id"),
+    seq=bindparam("b_seq"),
+    kind=bindparam("b_kind"),
+    at=bindparam("b_at"),
+    data=bindparam("b_data"),
 )
 
 
@@ -94,7 +94,8 @@ def insert_entry(conn: Connection, thread_id: int, kind: EntryKind, at: float, d
     """Append one entry in the caller's transaction (it holds the thread's row); its seq."""
     seq = int(conn.execute(_LAST_SEQ, {"id": thread_id}).scalar_one()) + 1
     text = json.dumps(data, ensure_ascii=False)
-    conn.execute(_INSERT, {"id": thread_id, "seq": seq, "kind": kind, "at": at, "data": text})
+    values = {"b_id": thread_id, "b_seq": seq, "b_kind": kind, "b_at": at, "b_data": text}
+    conn.execute(_INSERT, values)
     return seq
 
 

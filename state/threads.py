@@ -187,12 +187,13 @@ def lock_status(conn: Connection, thread_id: int) -> ThreadStatus | None:
 
 
 # -- the dispatcher's moves ------------------------------------------------------------------
+# (Parameters of UPDATE statements are named b_*: SQLAlchemy reserves the column names.)
 
 _DUE = (
     select(t.thread.c.id)
-    .where(t.thread.c.status == "queued", t.thread.c.not_before <= bindparam("now"))
+    .where(t.thread.c.status == "queued", t.thread.c.not_before <= bindparam("b_now"))
     .order_by(t.thread.c.not_before, t.thread.c.id)
-    .limit(bindparam("n"))
+    .limit(bindparam("b_n"))
     # Two dispatchers (two hosts on one PostgreSQL) skip each other's rows instead of both
     # taking them; SQLite renders no FOR UPDATE and serializes writers instead.
     .with_for_update(skip_locked=True)
@@ -203,7 +204,7 @@ _CLAIM = (
     .values(
         status="running",
         # A resumed run keeps the start of its wall-clock budget.
-        segment_started_at=func.coalesce(t.thread.c.segment_started_at, bindparam("now")),
+        segment_started_at=func.coalesce(t.thread.c.segment_started_at, bindparam("b_now")),
     )
     .returning(t.thread.c.id)
 )
@@ -218,7 +219,7 @@ def claim_next_thread(store: Store, n: int, now: float) -> list[int]:
         return []
 
     def claim(conn: Connection) -> list[int]:
-        return sorted(int(i) for i in conn.execute(_CLAIM, {"now": now, "n": n}).scalars())
+        return sorted(int(i) for i in conn.execute(_CLAIM, {"b_now": now, "b_n": n}).scalars())
 
     return store.transact(claim)
 
@@ -228,7 +229,7 @@ _RUNNING = (
 ).with_for_update()
 _REQUEUE = (
     update(t.thread)
-    .where(t.thread.c.id.in_(bindparam("ids", expanding=True)), t.thread.c.status == "running")
+    .where(t.thread.c.id.in_(bindparam("b_ids", expanding=True)), t.thread.c.status == "running")
     .values(status="queued")
 )
 
@@ -240,7 +241,7 @@ def requeue_running(store: Store, keep: int) -> list[int]:
     def requeue(conn: Connection) -> list[int]:
         ids = [int(i) for i in conn.execute(_RUNNING).scalars()]
         if ids[keep:]:
-            conn.execute(_REQUEUE, {"ids": ids[keep:]})
+            conn.execute(_REQUEUE, {"b_ids": ids[keep:]})
         return ids[:keep]
 
     return store.transact(requeue)
@@ -248,12 +249,12 @@ def requeue_running(store: Store, keep: int) -> list[int]:
 
 _FINISH = (
     update(t.thread)
-    .where(t.thread.c.id == bindparam("id"), t.thread.c.status == "running")
+    .where(t.thread.c.id == bindparam("b_id"), t.thread.c.status == "running")
     .values(
-        status=bindparam("status"),
-        error=bindparam("error"),
-        waiting=bindparam("waiting"),
-        ended_at=bindparam("ended_at"),
+        status=bindparam("b_status"),
+        error=bindparam("b_error"),
+        waiting=bindparam("b_waiting"),
+        ended_at=bindparam("b_ended_at"),
         segment_started_at=None,
     )
 )
@@ -271,9 +272,9 @@ def finish_thread(
     """Move a running thread to `status`; False if someone else already moved it (a person
     cancelled it)."""
     ended = now if status in TERMINAL else None
-    values = {"id": thread_id, "status": status, "error": error, "waiting": waiting}
+    values = {"b_id": thread_id, "b_status": status, "b_error": error, "b_waiting": waiting}
     with store.write() as conn:
-        return conn.execute(_FINISH, {**values, "ended_at": ended}).rowcount > 0
+        return conn.execute(_FINISH, {**values, "b_ended_at": ended}).rowcount > 0
 
 
 def fail_thread(store: Store, thread_id: int, error: str, now: float) -> bool:
@@ -284,8 +285,10 @@ def fail_thread(store: Store, thread_id: int, error: str, now: float) -> bool:
 ACTIVE: tuple[ThreadStatus, ...] = ("queued", "running", "waiting_approval")
 _CANCEL = (
     update(t.thread)
-    .where(t.thread.c.id == bindparam("id"), t.thread.c.status.in_(ACTIVE))
-    .values(status="cancelled", error=bindparam("error"), waiting=None, ended_at=bindparam("now"))
+    .where(t.thread.c.id == bindparam("b_id"), t.thread.c.status.in_(ACTIVE))
+    .values(
+        status="cancelled", error=bindparam("b_error"), waiting=None, ended_at=bindparam("b_now")
+    )
 )
 
 
@@ -296,7 +299,9 @@ def cancel_thread(store: Store, thread_id: int, now: float) -> ThreadStatus | No
     def cancel(conn: Connection) -> ThreadStatus | None:
         before = lock_status(conn, thread_id)
         if before in ACTIVE:
-            conn.execute(_CANCEL, {"id": thread_id, "error": "cancelled by a person", "now": now})
+            conn.execute(
+                _CANCEL, {"b_id": thread_id, "b_error": "cancelled by a person", "b_now": now}
+            )
         return before
 
     return store.transact(cancel)
@@ -304,50 +309,50 @@ def cancel_thread(store: Store, thread_id: int, now: float) -> ThreadStatus | No
 
 _REQUEUE_ONE = (
     update(t.thread)
-    .where(t.thread.c.id == bindparam("id"))
+    .where(t.thread.c.id == bindparam("b_id"))
     .values(
-        status=bindparam("status"),
+        status=bindparam("b_status"),
         error=None,
         waiting=None,
         ended_at=None,
         # A finished thread that runs again gets its whole turn budget back.
-        turns=case((bindparam("reset", type_=Boolean), 0), else_=t.thread.c.turns),
+        turns=case((bindparam("b_reset", type_=Boolean), 0), else_=t.thread.c.turns),
     )
 )
 
 
 def requeue(conn: Connection, thread_id: int, status: ThreadStatus, *, reset_turns: bool) -> None:
     """Queue a thread again after a person's word, in the caller's transaction."""
-    conn.execute(_REQUEUE_ONE, {"id": thread_id, "status": status, "reset": reset_turns})
+    conn.execute(_REQUEUE_ONE, {"b_id": thread_id, "b_status": status, "b_reset": reset_turns})
 
 
 _ADD_TURN = (
-    update(t.thread).where(t.thread.c.id == bindparam("id")).values(turns=t.thread.c.turns + 1)
+    update(t.thread).where(t.thread.c.id == bindparam("b_id")).values(turns=t.thread.c.turns + 1)
 )
 
 
 def add_turn(conn: Connection, thread_id: int) -> None:
     """Count one model reply, in the transaction that saves it."""
-    conn.execute(_ADD_TURN, {"id": thread_id})
+    conn.execute(_ADD_TURN, {"b_id": thread_id})
 
 
 _RECORD_MODEL = (
     update(t.thread)
-    .where(t.thread.c.id == bindparam("id"), t.thread.c.model.is_(None))
-    .values(model=bindparam("model"))
+    .where(t.thread.c.id == bindparam("b_id"), t.thread.c.model.is_(None))
+    .values(model=bindparam("b_model"))
 )
 _SET_MODEL = (
-    update(t.thread).where(t.thread.c.id == bindparam("id")).values(model=bindparam("model"))
+    update(t.thread).where(t.thread.c.id == bindparam("b_id")).values(model=bindparam("b_model"))
 )
 
 
 def record_model(store: Store, thread_id: int, model: str) -> None:
     """Remember which model a thread got (the first time), for `ps` and `thread show`."""
     with store.write() as conn:
-        conn.execute(_RECORD_MODEL, {"id": thread_id, "model": model})
+        conn.execute(_RECORD_MODEL, {"b_id": thread_id, "b_model": model})
 
 
 def set_model(store: Store, thread_id: int, model: str) -> None:
     """A person chose another model for the thread's next run (`thread retry --model`)."""
     with store.write() as conn:
-        conn.execute(_SET_MODEL, {"id": thread_id, "model": model})
+        conn.execute(_SET_MODEL, {"b_id": thread_id, "b_model": model})
