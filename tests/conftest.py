@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import itertools
 import json
 import os
 import signal
@@ -12,8 +14,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+import pgserver
 import psutil
 import pytest
 
@@ -199,3 +202,62 @@ def start_daemon(env: Env) -> Iterator[Callable[[], Daemon]]:
     yield start
     for d in started:
         d.kill()
+
+
+# --- PostgreSQL: a real server for the tests of the PostgreSQL backend (tests/pgserver.py) ---
+
+# Read at import: the autouse _clean_environ removes every SUPERVISE_* variable from the tests.
+_PG_ENV = {k: v for k, v in os.environ.items() if k == pgserver.REQUIRE_VAR}
+_pg_db_numbers = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[pgserver.PgServer]:
+    """One throwaway server for the session; a skip where PostgreSQL is missing or broken.
+
+    With SUPERVISE_TEST_POSTGRES=require (CI) a missing or failing server is an error instead.
+    """
+    try:
+        mode = pgserver.decide_missing(_PG_ENV)
+    except pgserver.PgServerError as e:
+        pytest.fail(str(e), pytrace=False)
+
+    def unavailable(reason: str) -> NoReturn:
+        if mode == "error":
+            pytest.fail(f"{reason} ({pgserver.REQUIRE_VAR}=require: never a skip)", pytrace=False)
+        pytest.skip(reason)
+
+    if importlib.util.find_spec("psycopg") is None:
+        unavailable("psycopg is not installed: pip install -e '.[dev]'")
+    bindir = pgserver.find_bindir()
+    if bindir is None:
+        unavailable(pgserver.INSTALL_HINT)
+    try:
+        server = pgserver.start(bindir)
+    except pgserver.PgServerError as e:
+        failure = f"PostgreSQL did not start: {e}"
+    else:
+        failure = ""
+    if failure:
+        # Outside the except: the report shows the server's log, not a chained traceback.
+        unavailable(failure)
+    try:
+        yield server
+    finally:
+        pgserver.stop(server)
+
+
+@pytest.fixture
+def pg_url(pg_server: pgserver.PgServer) -> Iterator[str]:
+    """A fresh empty database for this test, as a SQLAlchemy URL; dropped afterwards."""
+    import psycopg
+    from psycopg import sql
+
+    name = f"t_{next(_pg_db_numbers)}"
+    admin = pg_server.conninfo("postgres")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield pg_server.url(name)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        # FORCE: a connection the test left open (a pooled engine) must not block the drop.
+        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
