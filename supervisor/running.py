@@ -209,25 +209,17 @@ def _report_threads(
 ) -> None:
     """Name each thread the process's hooks spawned, once: as it happens (between output
     lines, on stderr), and at the end those not named yet, or all with their status."""
-    from state.db import open_state_store
-    from state.threads import list_threads
-
-    store = open_state_store(paths.db, readonly=True)
-    try:
-        threads = list_threads(store, process_id)
-    finally:
-        store.close()
-    for t in threads:
-        if t.id in told and not final:
+    for t in Reader(paths.db).threads(process_id):
+        if t["id"] in told and not final:
             continue
-        told.add(t.id)
+        told.add(t["id"])
         if final:
             err(
-                f"supervise: hook {t.hook} ({t.trigger}) spawned thread t{t.id} "
-                f"[{t.status}]; supervise thread show t{t.id}"
+                f"supervise: hook {t['hook']} ({t['trigger']}) spawned thread t{t['id']} "
+                f"[{t['status']}]; supervise thread show t{t['id']}"
             )
         else:
             err(
-                f"supervise: >>> hook {t.hook} ({t.trigger}) fired: thread t{t.id} "
-                f"spawned; follow it with: supervise thread show t{t.id} -f"
+                f"supervise: >>> hook {t['hook']} ({t['trigger']}) fired: thread t{t['id']} "
+                f"spawned; follow it with: supervise thread show t{t['id']} -f"
             )
