@@ -236,7 +236,7 @@ def _command_result(d: dict[str, Any], limit: int | None) -> list[str]:
     return out + [f"    note: {n}" for n in d.get("notes") or []]
 
 
-_Render = Callable[[EntryRecord, dict[str, Any], "int | None"], list[str]]
+_Render = Callable[["EntryRecord", dict[str, Any], "int | None"], list[str]]
 _RENDER: dict[str, _Render] = {
     "user": lambda e, d, n: [f"[{local(e.at)}] user:", *_indent(str(d["text"]), n)],
     "assistant": _assistant,
