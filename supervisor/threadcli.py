@@ -128,11 +128,12 @@ def follow_thread(
 
     def show(store: Store) -> ThreadRecord | None:
         nonlocal after
+        # The status first: entries read after it include every one saved before it settled.
+        t = get_thread(store, tid)
         for e in read_entries(store, tid, after):
             for line in views.entry_lines(e, full=False):
                 out(line)
             after = e.seq
-        t = get_thread(store, tid)
         return t if t is not None and t.status in SETTLED else None
 
     try:
