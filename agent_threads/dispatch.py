@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import time
 from collections.abc import Awaitable, Callable
 
 import anyio
 from anyio.abc import TaskGroup
 
+from state import threads as thread_store
 from state.db import Store
 from supervise.errors import StateError
 
@@ -107,65 +107,27 @@ class Dispatcher:
             self.poke()
 
     def _fail(self, thread_id: int, error: str) -> None:
-        with self.store.sql_write() as conn:
-            conn.execute(
-                "UPDATE thread SET status = 'failed', error = ?, ended_at = ?"
-                " WHERE id = ? AND status = 'running'",
-                (error, self.clock(), thread_id),
-            )
+        thread_store.fail_thread(self.store, thread_id, error, self.clock())
 
     async def _reconcile(self) -> None:
         """Cancel the runs of threads a person cancelled from the CLI."""
         if not self.active:
             return
         ids = list(self.active)
-
-        def statuses() -> dict[int, str]:
-            marks = ", ".join("?" * len(ids))
-            with self.store.sql_read() as conn:
-                rows = conn.execute(
-                    f"SELECT id, status FROM thread WHERE id IN ({marks})", tuple(ids)
-                )
-                return {int(r[0]): str(r[1]) for r in rows}
-
-        for tid, status in (await anyio.to_thread.run_sync(statuses)).items():
+        found = await anyio.to_thread.run_sync(thread_store.statuses, self.store, ids)
+        for tid, status in found.items():
             if status != "running" and tid in self.active:
                 log.info("thread t%d is %s: stopping its run", tid, status)
                 self.active[tid].cancel()
 
     def _recover(self) -> list[int]:
         """Threads that were running when the daemon stopped: resume up to the limit."""
-        with self.store.sql_write() as conn:
-            ids = [
-                int(r[0])
-                for r in conn.execute("SELECT id FROM thread WHERE status = 'running' ORDER BY id")
-            ]
-            keep, back = ids[: self.concurrency], ids[self.concurrency :]
-            for tid in back:
-                conn.execute("UPDATE thread SET status = 'queued' WHERE id = ?", (tid,))
-        if ids:
+        keep = thread_store.requeue_running(self.store, self.concurrency)
+        if keep:
             log.info("resuming %d thread(s) that were running", len(keep))
         return keep
 
-    def _claim(self, n: int) -> list[int]:
-        now = self.clock()
-        with self.store.sql_write() as conn:
-            rows = conn.execute(
-                "UPDATE thread SET status = 'running',"
-                " segment_started_at = COALESCE(segment_started_at, ?)"
-                " WHERE id IN (SELECT id FROM thread WHERE status = 'queued' AND not_before <= ?"
-                " ORDER BY not_before, id LIMIT ?) RETURNING id",
-                (now, now, n),
-            )
-            return sorted(int(r[0]) for r in rows)
-
     def _claim_and_due(self, free: int) -> tuple[list[int], float | None]:
         # One hop to a worker thread, not two: the loop turns once per finished run.
-        return (self._claim(free) if free > 0 else []), self._next_due()
-
-    def _next_due(self) -> float | None:
-        with self.store.sql_read() as conn:
-            (due,) = conn.execute(
-                "SELECT MIN(not_before) FROM thread WHERE status = 'queued'"
-            ).fetchone()
-        return None if due is None or math.isnan(due) else float(due)
+        claimed = thread_store.claim_next_thread(self.store, free, self.clock())
+        return claimed, thread_store.next_due(self.store)

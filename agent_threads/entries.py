@@ -29,14 +29,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_threads.chat import Message, ToolCall, Usage
+from state.entries import EntryKind, EntryRecord
 
-
-@dataclass(frozen=True)
-class Entry:
-    seq: int
-    kind: str
-    at: float
-    data: dict[str, Any]
+# The loop works on the saved records as they are.
+Entry = EntryRecord
+__all__ = ["Entry", "EntryKind"]
 
 
 # -- what to do next ---------------------------------------------------------------------

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_threads.chat import ToolCall
-from agent_threads.entries import Entry
+from agent_threads.entries import Entry, EntryKind
 from agent_threads.hooks.shellrun import HookEvent, HookOutcome, run_hooks
 from agent_threads.hooks.shellspec import ShellHook
 from agent_threads.tools.base import ToolContext
 
-Save = Callable[[str, dict[str, Any]], Awaitable[None]]
+Save = Callable[[EntryKind, dict[str, Any]], Awaitable[None]]
 
 
 @dataclass(frozen=True)

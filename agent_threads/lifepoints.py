@@ -20,11 +20,11 @@ from agent_threads import api
 from agent_threads.chat import Message as ChatMessage
 from agent_threads.chat import Reply
 from agent_threads.chat import ToolCall as ChatCall
-from agent_threads.entries import Entry, tool_call
+from agent_threads.entries import Entry, EntryKind, tool_call
 from agent_threads.extensions import ExtensionContext, Extensions, HeadlessUI, call
 from agent_threads.lifecycle import Fired, fire
 
-Save = Callable[[str, dict[str, Any]], Awaitable[None]]
+Save = Callable[[EntryKind, dict[str, Any]], Awaitable[None]]
 RETRY_CAP = 3  # RETRY decisions in a row before the thread fails
 
 

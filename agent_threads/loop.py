@@ -30,6 +30,7 @@ from agent_threads.entries import (
     CallModel,
     CheckCall,
     Entry,
+    EntryKind,
     Finish,
     Interrupted,
     RefuseCall,
@@ -47,6 +48,7 @@ from agent_threads.models.retry import complete_with_retry
 from agent_threads.permissions import Profile, Where, subject
 from agent_threads.tools.base import Tool, ToolContext, ToolResult
 from agent_threads.tools.registry import call_tool
+from state.threads import ThreadStatus
 from supervise.errors import ModelAuthError, ModelError, TransientModelError
 
 log = logging.getLogger("supervise.threads")
@@ -89,7 +91,7 @@ class LoopConfig:
 
 @dataclass(frozen=True)
 class LoopEnd:
-    status: str  # completed | failed | waiting_approval
+    status: ThreadStatus  # completed | failed | waiting_approval
     error: str | None = None
     waiting: str | None = None
 
@@ -129,7 +131,7 @@ class _Run:
     turns: int = 0
     retries: int = 0  # AFTER_LLM_CALL RETRYs in a row
 
-    async def save(self, kind: str, data: dict[str, Any]) -> None:
+    async def save(self, kind: EntryKind, data: dict[str, Any]) -> None:
         entry = await anyio.to_thread.run_sync(self.journal.append, kind, data)
         self.entries.append(entry)
 

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 import anyio
 
-from agent_threads.journal import Journal, Redact, ThreadInfo
+from agent_threads.journal import Journal, Redact
 from agent_threads.loop import LoopConfig, LoopEnd, run_loop
 from state.db import Store
+from state.threads import ThreadRecord
 from supervise.errors import SuperviseError, ThreadStopped
 
 log = logging.getLogger("supervise.threads")
@@ -37,7 +38,7 @@ class Prepared:
     redact: Redact | None = None
 
 
-Prepare = Callable[[ThreadInfo], Prepared]
+Prepare = Callable[[ThreadRecord], Prepared]
 
 
 class ThreadRunner:
@@ -69,7 +70,7 @@ class ThreadRunner:
             log.info("thread t%d stopped: %s", thread_id, exc)
 
     async def _run(self, journal: Journal, resumed: bool) -> LoopEnd:
-        def load() -> tuple[ThreadInfo, Prepared | SuperviseError]:
+        def load() -> tuple[ThreadRecord, Prepared | SuperviseError]:
             info = journal.info()
             try:
                 return info, self.prepare(info)

@@ -268,49 +268,6 @@ class Store:
                 raise self.error(exc) from exc
         raise AssertionError("unreachable")
 
-    # TEMP (i14-datap, drop at merge): the bare DB-API connection that DATA-T's unported
-    # agent_threads/dispatch.py and journal.py still use, so the daemon runs in this branch
-    # (on PostgreSQL too: `?` becomes `%s`).
-    @contextmanager
-    def sql_read(self) -> Iterator[Any]:
-        proxy = self.engine.raw_connection()
-        raw: Any = proxy.driver_connection
-        try:
-            yield _compat(raw, self.backend)
-            if self.backend == "postgresql":
-                raw.rollback()
-        except self._driver_errors() as exc:
-            raise self.error(exc) from exc
-        finally:
-            proxy.close()
-
-    @contextmanager
-    def sql_write(self) -> Iterator[Any]:
-        with self._write_lock:
-            proxy = self.engine.raw_connection()
-            raw: Any = proxy.driver_connection
-            try:
-                if self.backend == "sqlite":
-                    raw.execute("BEGIN IMMEDIATE")
-                try:
-                    yield _compat(raw, self.backend)
-                    raw.execute("COMMIT") if self.backend == "sqlite" else raw.commit()
-                except BaseException:
-                    if self.backend == "postgresql":
-                        raw.rollback()
-                    elif raw.in_transaction:
-                        raw.execute("ROLLBACK")
-                    raise
-            except self._driver_errors() as exc:
-                raise self.error(exc) from exc
-            finally:
-                proxy.close()
-
-    def _driver_errors(self) -> type[Exception]:  # TEMP, with sql_read/sql_write
-        import sqlite3
-
-        return sqlite3.DatabaseError if self.backend == "sqlite" else DBAPIError
-
     def close(self) -> None:
         self.engine.dispose()
 
@@ -334,15 +291,3 @@ def open_state_store(db_path: Path, *, readonly: bool = False) -> Store:
 
     s = store_settings()
     return Store(target_for(db_path, s.url), timeout=s.timeout, readonly=readonly)
-
-
-class _PgCompat:  # TEMP (i14-datap, drop at merge): see Store.sql_read
-    def __init__(self, raw: Any) -> None:
-        self.raw = raw
-
-    def execute(self, sql: str, params: Any = ()) -> Any:
-        return self.raw.execute(sql.replace("?", "%s"), tuple(params))
-
-
-def _compat(raw: Any, backend: Backend) -> Any:
-    return raw if backend == "sqlite" else _PgCompat(raw)

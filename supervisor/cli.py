@@ -8,7 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from state.paths import StatePaths, state_paths
@@ -251,8 +251,7 @@ def cmd_ps(args: argparse.Namespace, paths: StatePaths) -> int:
     store = _store(paths)
     redact = make_redact(os.environ)
     procs = [_scrubbed(p, redact) for p in list_processes(store)]
-    # The thread views still read dict rows (DATA-T ports them to ThreadRecord).
-    threads = [asdict(t) for t in list_threads(store)]
+    threads = list_threads(store)
     if args.json:
         print(
             json.dumps(
@@ -270,7 +269,7 @@ def cmd_ps(args: argparse.Namespace, paths: StatePaths) -> int:
     print("\nTHREADS")
     print(views.thread_table(threads, now) if threads else "(none)")
     busy = any(p.state in ("starting", "running") for p in procs) or any(
-        t["status"] in ("queued", "running") for t in threads
+        t.status in ("queued", "running") for t in threads
     )
     if busy and running_pid(paths.daemon_pid) is None:
         err(

@@ -10,20 +10,22 @@ import argparse
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from watchfiles import watch
 
+from state.approvals import Decision
+from state.db import Store, open_state_store
+from state.entries import ExternalItem, append_external, read_entries
 from state.paths import StatePaths
-from state.reader import Reader, Row
+from state.threads import SETTLED, TERMINAL, ThreadRecord, ThreadStatus, get_thread
 from supervise.errors import UserError
 from supervisor import views
 from supervisor.daemonlock import running_pid
 from supervisor.running import default_model, ensure_daemon, err, settings_hooks
 
-SETTLED = ("completed", "failed", "cancelled", "waiting_approval")
 _TICK_MS = 2000
 
 
@@ -40,19 +42,21 @@ def wake(paths: StatePaths) -> None:
         f.write(str(time.time()))
 
 
-def _store(paths: StatePaths) -> Any:
-    from state.db import Store  # SQLModel: only the commands that write pay its import
-
+@contextmanager
+def _store(paths: StatePaths, *, readonly: bool = False) -> Iterator[Store]:
     paths.ensure()
-    return Store(paths.db)
+    store = open_state_store(paths.db, readonly=readonly)
+    try:
+        yield store
+    finally:
+        store.close()
 
 
-def _thread(paths: StatePaths, tid: int) -> Row:
-    paths.ensure()
-    row = Reader(paths.db).thread(tid)
-    if row is None:
+def _thread(store: Store, tid: int) -> ThreadRecord:
+    record = get_thread(store, tid)
+    if record is None:
         raise UserError(f"no thread t{tid}; `supervise ps` lists them")
-    return row
+    return record
 
 
 # -- ask -----------------------------------------------------------------------------------
@@ -60,9 +64,9 @@ def _thread(paths: StatePaths, tid: int) -> Row:
 
 def cmd_ask(args: argparse.Namespace, paths: StatePaths) -> int:
     from agent_threads.permissions import Layer, Profile
+    from state.ratelimit import DEFAULT_RATE, Rate
     from state.settings import load_settings
-    from supervisor.firing import scheduled_start
-    from supervisor.hookspec import DEFAULT_RATE, Rate
+    from state.threads import NewThread, create_thread
 
     text = " ".join(args.prompt).strip()
     if not text:
@@ -76,31 +80,27 @@ def cmd_ask(args: argparse.Namespace, paths: StatePaths) -> int:
     except ValueError as exc:
         raise UserError(f"{settings.source}: {exc}") from None
     profile = Profile().inherit(layer)
-    hooks = json.dumps(settings_hooks(args.settings))
-    store = _store(paths)
-    now = time.time()
-    with store.sql_write() as conn:
-        start = scheduled_start(conn, now, rate)
-        cur = conn.execute(
-            "INSERT INTO thread (trigger, depth, status, created_at, not_before, prompt, model,"
-            " cwd, permissions, hooks, turns) VALUES ('user', 0, 'queued', ?, ?, ?, ?, ?, ?, ?, 0)",
-            (now, start, text, model, str(cwd), json.dumps(profile.to_json()), hooks),
-        )
-        assert cur.lastrowid is not None
-        tid = cur.lastrowid
-        conn.execute(
-            "INSERT INTO entry (thread_id, seq, kind, at, data) VALUES (?, 1, 'user', ?, ?)",
-            (tid, now, json.dumps({"text": text}, ensure_ascii=False)),
-        )
-    store.close()
+    new = NewThread(
+        trigger="user",
+        depth=0,
+        prompt=text,
+        first_message=text,
+        created_at=time.time(),
+        model=model,
+        cwd=str(cwd),
+        permissions=json.dumps(profile.to_json()),
+        hooks=json.dumps(settings_hooks(args.settings)),
+    )
+    with _store(paths) as store:
+        record = store.transact(lambda conn: create_thread(conn, new, rate))
     ensure_daemon(paths)
     wake(paths)
-    if start > now + 0.5:
+    if record.not_before > new.created_at + 0.5:
         err(
-            f"supervise: thread t{tid} waits for the rate limit ({rate.text}) until "
-            f"{views.local(start)}"
+            f"supervise: thread t{record.id} waits for the rate limit ({rate.text}) until "
+            f"{views.local(record.not_before)}"
         )
-    return _after_submit(args, paths, tid, 0)
+    return _after_submit(args, paths, record.id, 0)
 
 
 def _after_submit(args: argparse.Namespace, paths: StatePaths, tid: int, after: int) -> int:
@@ -123,40 +123,41 @@ def follow_thread(
     timeout: float | None = None,
 ) -> int:
     """Print a thread's new entries until it settles; exit code 0, or 1 if it failed."""
-    reader = Reader(paths.db)
     deadline = None if timeout is None else time.monotonic() + timeout
     warned = False
 
-    def show() -> Row | None:
+    def show(store: Store) -> ThreadRecord | None:
         nonlocal after
-        for e in reader.entries(tid, after):
+        # The status first: entries read after it include every one saved before it settled.
+        t = get_thread(store, tid)
+        for e in read_entries(store, tid, after):
             for line in views.entry_lines(e, full=False):
                 out(line)
-            after = e["seq"]
-        t = reader.thread(tid)
-        return t if t is not None and t["status"] in SETTLED else None
+            after = e.seq
+        return t if t is not None and t.status in SETTLED else None
 
     try:
-        done = show()
-        if done is None:
-            for _ in watch(
-                paths.home,
-                watch_filter=lambda _c, p: os.path.basename(p).startswith("state.db"),
-                debounce=20,
-                step=5,
-                rust_timeout=_TICK_MS,
-                yield_on_timeout=True,
-                recursive=False,
-            ):
-                done = show()
-                if done is not None or (deadline is not None and time.monotonic() > deadline):
-                    break
-                if not warned and running_pid(paths.daemon_pid) is None:
-                    warned = True
-                    err(
-                        "supervise: no daemon is running, so the thread waits; start one with "
-                        "`supervise daemon` (Ctrl-C stops following)"
-                    )
+        with _store(paths, readonly=True) as store:
+            done = show(store)
+            if done is None:
+                for _ in watch(
+                    paths.home,
+                    watch_filter=lambda _c, p: os.path.basename(p).startswith("state.db"),
+                    debounce=20,
+                    step=5,
+                    rust_timeout=_TICK_MS,
+                    yield_on_timeout=True,
+                    recursive=False,
+                ):
+                    done = show(store)
+                    if done is not None or (deadline is not None and time.monotonic() > deadline):
+                        break
+                    if not warned and running_pid(paths.daemon_pid) is None:
+                        warned = True
+                        err(
+                            "supervise: no daemon is running, so the thread waits; start one "
+                            "with `supervise daemon` (Ctrl-C stops following)"
+                        )
     except KeyboardInterrupt:
         err(f"\nsupervise: stopped following; thread t{tid} goes on (supervise thread show t{tid})")
         return 130
@@ -165,49 +166,35 @@ def follow_thread(
     return _settled(done)
 
 
-def _settled(t: Row) -> int:
-    tid = t["id"]
-    status = t["status"]
-    if status == "waiting_approval":
+def _settled(t: ThreadRecord) -> int:
+    if t.status == "waiting_approval":
         err(
-            f"supervise: thread t{tid} waits for approval to run {t['waiting']}: "
-            f"supervise approve t{tid}  |  supervise deny t{tid} --reason '...'"
+            f"supervise: thread t{t.id} waits for approval to run {t.waiting}: "
+            f"supervise approve t{t.id}  |  supervise deny t{t.id} --reason '...'"
         )
         return 0
-    if status == "completed":
+    if t.status == "completed":
         return 0
-    err(f"supervise: thread t{tid} {status}" + (f": {t['error']}" if t["error"] else ""))
+    err(f"supervise: thread t{t.id} {t.status}" + (f": {t.error}" if t.error else ""))
     return 1
 
 
 # -- a person's decisions -------------------------------------------------------------------
 
 
-def _pending(store: Any, tid: int) -> Any:
+def _decide(paths: StatePaths, tid: int, decision: Decision, reason: str | None) -> int:
     from agent_threads.entries import pending_approval
-    from agent_threads.journal import read_entries
-
-    return pending_approval(read_entries(store, tid))
-
-
-def _decide(paths: StatePaths, tid: int, decision: str, reason: str | None) -> int:
-    from agent_threads.journal import append_external
     from agent_threads.loop import describe_call
+    from state.approvals import decide
 
-    row = _thread(paths, tid)
-    store = _store(paths)
-    call = _pending(store, tid) if row["status"] == "waiting_approval" else None
-    if call is None:
-        raise UserError(f"thread t{tid} is {row['status']}, not waiting for approval")
-    data = {"call_id": call.id, "name": call.name, "decision": decision, "by": "user"}
-    if reason:
-        data["reason"] = reason
-    before = append_external(store, tid, [("approval", data)], allowed=["waiting_approval"])
-    if before != "waiting_approval":
-        raise UserError(f"thread t{tid} is {before}, not waiting for approval")
+    with _store(paths) as store:
+        _thread(store, tid)
+        done = decide(store, tid, decision, pending=pending_approval, at=time.time(), reason=reason)
+    if done.call is None:
+        raise UserError(f"thread t{tid} is {done.status}, not waiting for approval")
     ensure_daemon(paths)
     wake(paths)
-    print(f"t{tid}: {decision} {describe_call(call)}; the thread resumes")
+    print(f"t{tid}: {decision} {describe_call(done.call)}; the thread resumes")
     return 0
 
 
@@ -220,40 +207,33 @@ def cmd_deny(args: argparse.Namespace, paths: StatePaths) -> int:
 
 
 def cmd_send(args: argparse.Namespace, paths: StatePaths) -> int:
-    from agent_threads.journal import append_external
+    from agent_threads.entries import pending_approval
+    from state.approvals import Approval
 
     tid = thread_id(args.id)
     text = " ".join(args.message).strip()
     if not text:
         raise UserError('the message is empty; write: supervise send t3 "try again"')
-    row = _thread(paths, tid)
-    store = _store(paths)
-    items: list[tuple[str, dict[str, Any]]] = []
-    call = _pending(store, tid) if row["status"] == "waiting_approval" else None
-    if call is not None:
-        # A reply instead of a decision: the call is not run, and the model reads why.
-        reason = "the person answered with a message instead of approving"
-        items.append(
-            (
-                "approval",
-                {
-                    "call_id": call.id,
-                    "name": call.name,
-                    "decision": "denied",
-                    "by": "user",
-                    "reason": reason,
-                },
+    with _store(paths) as store:
+        row = _thread(store, tid)
+        items: list[ExternalItem] = []
+        entries = read_entries(store, tid)
+        call = pending_approval(entries) if row.status == "waiting_approval" else None
+        if call is not None:
+            # A reply instead of a decision: the call is not run, and the model reads why.
+            reason = "the person answered with a message instead of approving"
+            items.append(Approval(call.id, call.name, "denied", reason=reason).entry())
+        if text.startswith("/") and len(text) > 1 and not text.startswith("//"):
+            # A slash command for the thread's extensions, run by the daemon; not a prompt.
+            name, _, rest = text[1:].partition(" ")
+            items.append(("command", {"name": name, "args": rest.strip(), "choice": args.choice}))
+        else:
+            items.append(
+                ("user", {"text": text.removeprefix("/") if text.startswith("//") else text})
             )
-        )
-    if text.startswith("/") and len(text) > 1 and not text.startswith("//"):
-        # A slash command for the thread's extensions, run by the daemon; not a prompt.
-        name, _, rest = text[1:].partition(" ")
-        items.append(("command", {"name": name, "args": rest.strip(), "choice": args.choice}))
-    else:
-        items.append(("user", {"text": text.removeprefix("/") if text.startswith("//") else text}))
-    last = max((e["seq"] for e in Reader(paths.db).entries(tid)), default=0)
-    allowed = ["completed", "failed", "cancelled", "waiting_approval"]
-    before = append_external(store, tid, items, allowed=allowed)
+        last = entries[-1].seq if entries else 0
+        allowed: tuple[ThreadStatus, ...] = (*TERMINAL, "waiting_approval")
+        before = append_external(store, tid, items, allowed=allowed, at=time.time())
     if before not in allowed:
         raise UserError(
             f"thread t{tid} is {before}; send continues a finished or waiting thread "
@@ -265,43 +245,38 @@ def cmd_send(args: argparse.Namespace, paths: StatePaths) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace, paths: StatePaths) -> int:
+    from state.threads import cancel_thread
+
     tid = thread_id(args.id)
-    _thread(paths, tid)
-    store = _store(paths)
-    with store.write() as s:
-        cur = s.connection().exec_driver_sql(
-            "UPDATE thread SET status = 'cancelled', error = 'cancelled by a person',"
-            " waiting = NULL, ended_at = ? WHERE id = ?"
-            " AND status IN ('queued', 'running', 'waiting_approval')",
-            (time.time(), tid),
-        )
-        changed = bool(cur.rowcount)
-    if not changed:
-        raise UserError(f"thread t{tid} has already ended ({_thread(paths, tid)['status']})")
+    with _store(paths) as store:
+        before = cancel_thread(store, tid, time.time())
+    if before is None:
+        raise UserError(f"no thread t{tid}; `supervise ps` lists them")
+    if before in TERMINAL:
+        raise UserError(f"thread t{tid} has already ended ({before})")
     wake(paths)
     print(f"t{tid}: cancelled")
     return 0
 
 
 def cmd_retry(args: argparse.Namespace, paths: StatePaths) -> int:
-    from agent_threads.journal import append_external
+    from state.threads import set_model
 
     tid = thread_id(args.id)
-    row = _thread(paths, tid)
     model = default_model(Path.cwd(), args.model) if args.model else None
-    store = _store(paths)
     note = "retried by a person" + (f" with model {model}" if model else "")
-    before = append_external(
-        store, tid, [("note", {"text": note})], allowed=["failed", "cancelled"]
-    )
-    if before not in ("failed", "cancelled"):
-        raise UserError(
-            f"thread t{tid} is {row['status']}; retry runs a failed or cancelled thread again "
-            f"(supervise send t{tid} '...' continues a completed one)"
+    with _store(paths) as store:
+        _thread(store, tid)
+        before = append_external(
+            store, tid, [("note", {"text": note})], allowed=("failed", "cancelled"), at=time.time()
         )
-    if model:
-        with store.write() as s:
-            s.connection().exec_driver_sql("UPDATE thread SET model = ? WHERE id = ?", (model, tid))
+        if before not in ("failed", "cancelled"):
+            raise UserError(
+                f"thread t{tid} is {before}; retry runs a failed or cancelled thread again "
+                f"(supervise send t{tid} '...' continues a completed one)"
+            )
+        if model:
+            set_model(store, tid, model)
     ensure_daemon(paths)
     wake(paths)
     print(f"t{tid}: queued again" + (f" with {model}" if model else ""))
@@ -310,18 +285,18 @@ def cmd_retry(args: argparse.Namespace, paths: StatePaths) -> int:
 
 def cmd_thread_show(args: argparse.Namespace, paths: StatePaths) -> int:
     tid = thread_id(args.id)
-    row = _thread(paths, tid)
-    reader = Reader(paths.db)
-    if args.follow and not args.json:
-        # What `thread show` prints, as it happens: the prompt first, the answer once settled.
-        print("\n".join([views.thread_head(row), *views.prompt_lines(row)]))
-        code = follow_thread(paths, tid)
-        done = reader.thread(tid)
-        if code != 130 and done is not None:
-            for line in views.final_lines(done, reader.entries(tid)):
-                print(line)
-        return code
-    entries = reader.entries(tid)
+    with _store(paths, readonly=True) as store:
+        row = _thread(store, tid)
+        if args.follow and not args.json:
+            # What `thread show` prints, as it happens: the prompt first, the answer once settled.
+            print("\n".join([views.thread_head(row), *views.prompt_lines(row)]))
+            code = follow_thread(paths, tid)
+            done = get_thread(store, tid)
+            if code != 130 and done is not None:
+                for line in views.final_lines(done, read_entries(store, tid)):
+                    print(line)
+            return code
+        entries = read_entries(store, tid)
     if args.json:
         print(json.dumps(views.thread_json(row, full=True, entries=entries), indent=1))
     else:

@@ -23,7 +23,6 @@ from agent_threads.extensions import Extensions, load_extensions
 from agent_threads.hookpoints import HookPoints
 from agent_threads.hooks.shellspec import ShellHook, parse_shell_hooks
 from agent_threads.hooks.system import SystemHookConfig
-from agent_threads.journal import ThreadInfo
 from agent_threads.lifepoints import LifePoints
 from agent_threads.loop import BASE_PROMPT, LoopConfig
 from agent_threads.models.resolve import NO_MODEL, build_model, choose
@@ -35,10 +34,12 @@ from agent_threads.tools.registry import default_tools
 from state.db import Store
 from state.paths import StatePaths
 from state.processes import get_process
+from state.ratelimit import Rate
 from state.sandboxpolicy import SandboxConfigError, SandboxPolicy
 from state.settings import Settings
+from state.threads import ThreadRecord
 from supervise.errors import ModelError, StateError, UserError
-from supervisor.hookspec import HookFile, Limits, Rate
+from supervisor.hookspec import HookFile, Limits
 from supervisor.launch import LaunchRequest, launch
 from supervisor.redaction import make_redact, tool_env
 from supervisor.rundir import RunDir
@@ -67,7 +68,7 @@ class ThreadHost:
         self.base_env = tool_env(env)
         self.redact = make_redact(env)
 
-    def prepare(self, info: ThreadInfo) -> Prepared:
+    def prepare(self, info: ThreadRecord) -> Prepared:
         launched = self._launched(info.process_id)
         spec = launched.spec if launched else None
         hooks = HookFile.from_json(spec["hooks"]) if spec else HookFile()
@@ -162,7 +163,7 @@ class ThreadHost:
         return make_redact(self.env, launched.env)
 
     def _profile(
-        self, info: ThreadInfo, spec: dict[str, Any] | None, agent: Mapping[str, Any]
+        self, info: ThreadRecord, spec: dict[str, Any] | None, agent: Mapping[str, Any]
     ) -> Profile:
         if spec is None:
             return Profile.from_json(json.loads(info.permissions or "[]"))
@@ -185,7 +186,7 @@ class ThreadHost:
 
     def _shell_hooks(
         self,
-        info: ThreadInfo,
+        info: ThreadRecord,
         spec: dict[str, Any] | None,
         agent: Mapping[str, Any],
         hooks: HookFile,
@@ -207,7 +208,7 @@ class ThreadHost:
 
     def _launcher(
         self,
-        info: ThreadInfo,
+        info: ThreadRecord,
         env: Mapping[str, str],
         profile: Profile,
         limits: Limits,

@@ -11,11 +11,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from agent_threads.spawn import format_runtime
-from state.reader import Row
 
 if TYPE_CHECKING:  # records only as types here: `ps` imports SQLAlchemy when it reads
+    from state.entries import EntryRecord
     from state.fires import FireRecord
     from state.processes import ProcessRecord
+    from state.threads import ThreadRecord
 
 
 def iso(ts: float | None) -> str | None:
@@ -51,40 +52,38 @@ def process_json(p: ProcessRecord) -> dict[str, Any]:
 
 
 def thread_json(
-    t: Row, *, full: bool = False, entries: Sequence[Row] | None = None
+    t: ThreadRecord, *, full: bool = False, entries: Sequence[EntryRecord] | None = None
 ) -> dict[str, Any]:
     data: dict[str, Any] = {
-        "id": thread_ref(t["id"]),
-        "process_id": t["process_id"],
-        "hook": t["hook"],
-        "trigger": t["trigger"],
-        "depth": t["depth"],
-        "status": t["status"],
-        "created_at": iso(t["created_at"]),
-        "not_before": iso(t["not_before"]),
-        "ended_at": iso(t["ended_at"]),
-        "model": t["model"],
-        "waiting": t["waiting"],
-        "error": t["error"],
-        "turns": t["turns"],
+        "id": thread_ref(t.id),
+        "process_id": t.process_id,
+        "hook": t.hook,
+        "trigger": t.trigger,
+        "depth": t.depth,
+        "status": t.status,
+        "created_at": iso(t.created_at),
+        "not_before": iso(t.not_before),
+        "ended_at": iso(t.ended_at),
+        "model": t.model,
+        "waiting": t.waiting,
+        "error": t.error,
+        "turns": t.turns,
     }
     if full:
         items = list(entries or [])
-        data["prompt"] = t["prompt"]
-        data["entries"] = [
-            {"seq": e["seq"], "kind": e["kind"], "at": iso(e["at"]), **e["data"]} for e in items
-        ]
+        data["prompt"] = t.prompt
+        data["entries"] = [{"seq": e.seq, "kind": e.kind, "at": iso(e.at), **e.data} for e in items]
         data["usage"] = usage_json(items)
     return data
 
 
-def usage_json(entries: Sequence[Row]) -> dict[str, int]:
+def usage_json(entries: Sequence[EntryRecord]) -> dict[str, int]:
     """Tokens over all model replies, as the providers reported them."""
     total = {"input_tokens": 0, "output_tokens": 0, "model_calls": 0}
     for e in entries:
-        if e["kind"] == "assistant":
+        if e.kind == "assistant":
             total["model_calls"] += 1
-            u = e["data"].get("usage") or {}
+            u = e.data.get("usage") or {}
             total["input_tokens"] += int(u.get("input_tokens", 0))
             total["output_tokens"] += int(u.get("output_tokens", 0))
     return total
@@ -145,22 +144,24 @@ def process_table(rows: Sequence[ProcessRecord], now: float) -> str:
     return table(headers, body)
 
 
-def thread_table(rows: Sequence[Row], now: float) -> str:
+def thread_table(rows: Sequence[ThreadRecord], now: float) -> str:
     body = []
     for t in rows:
-        status = t["status"]
-        if status == "queued" and t["not_before"] > now + 0.5:
-            status = f"queued until {local(t['not_before'])}"
-        detail = t["waiting"] or t["error"] or ""
+        status = t.status
+        if status == "queued" and t.not_before > now + 0.5:
+            status_text = f"queued until {local(t.not_before)}"
+        else:
+            status_text = status
+        detail = t.waiting or t.error or ""
         body.append(
             [
-                thread_ref(t["id"]) or "",
-                str(t["process_id"] or "-"),
-                t["hook"] or "-",
-                t["trigger"],
-                str(t["depth"]),
-                status,
-                local(t["created_at"]),
+                thread_ref(t.id) or "",
+                str(t.process_id or "-"),
+                t.hook or "-",
+                t.trigger,
+                str(t.depth),
+                status_text,
+                local(t.created_at),
                 _clip(detail, 70),
             ]
         )
@@ -186,22 +187,22 @@ def fire_table(rows: Sequence[FireRecord]) -> str:
     return table(["ID", "PROCESS", "HOOK", "TRIGGER", "AT", "OUTCOME", "DETAIL"], body)
 
 
-def thread_head(t: Row) -> str:
+def thread_head(t: ThreadRecord) -> str:
     where = (
-        f"process {t['process_id']}  hook {t['hook']}  trigger {t['trigger']}"
-        if t["process_id"] is not None
-        else f"trigger {t['trigger']} (asked by a person)"
+        f"process {t.process_id}  hook {t.hook}  trigger {t.trigger}"
+        if t.process_id is not None
+        else f"trigger {t.trigger} (asked by a person)"
     )
     lines = [
-        f"thread {thread_ref(t['id'])}  status {t['status']}  depth {t['depth']}"
-        + (f"  model {t['model']}" if t["model"] else ""),
+        f"thread {thread_ref(t.id)}  status {t.status}  depth {t.depth}"
+        + (f"  model {t.model}" if t.model else ""),
         where,
-        f"created {iso(t['created_at'])}  not before {iso(t['not_before'])}",
+        f"created {iso(t.created_at)}  not before {iso(t.not_before)}",
     ]
-    if t["waiting"]:
-        lines.append(f"waiting for approval to run {t['waiting']}")
-    if t["error"]:
-        lines.append(f"error: {t['error']}")
+    if t.waiting:
+        lines.append(f"waiting for approval to run {t.waiting}")
+    if t.error:
+        lines.append(f"error: {t.error}")
     return "\n".join(lines)
 
 
@@ -216,8 +217,8 @@ def _args(arguments: dict[str, Any]) -> str:
     return json.dumps(arguments, ensure_ascii=False)
 
 
-def _assistant(e: Row, d: dict[str, Any], limit: int | None) -> list[str]:
-    out = [f"[{local(e['at'])}] assistant ({d.get('model', '?')}):"]
+def _assistant(e: EntryRecord, d: dict[str, Any], limit: int | None) -> list[str]:
+    out = [f"[{local(e.at)}] assistant ({d.get('model', '?')}):"]
     out += _indent(str(d.get("content") or ""), limit)
     return out + [f"  -> {c['name']} {_args(c.get('arguments') or {})}" for c in d["tool_calls"]]
 
@@ -237,9 +238,9 @@ def _command_result(d: dict[str, Any], limit: int | None) -> list[str]:
     return out + [f"    note: {n}" for n in d.get("notes") or []]
 
 
-_Render = Callable[[Row, dict[str, Any], "int | None"], list[str]]
+_Render = Callable[["EntryRecord", dict[str, Any], "int | None"], list[str]]
 _RENDER: dict[str, _Render] = {
-    "user": lambda e, d, n: [f"[{local(e['at'])}] user:", *_indent(str(d["text"]), n)],
+    "user": lambda e, d, n: [f"[{local(e.at)}] user:", *_indent(str(d["text"]), n)],
     "assistant": _assistant,
     "tool_result": lambda e, d, n: [
         f"  <- {d['name']} [{d['status']}]",
@@ -258,7 +259,7 @@ _RENDER: dict[str, _Render] = {
         *_indent(str(d["content"]), n),
     ],
     "command": lambda e, d, n: [
-        f"[{local(e['at'])}] command: /{d['name']} {d.get('args') or ''}".rstrip()
+        f"[{local(e.at)}] command: /{d['name']} {d.get('args') or ''}".rstrip()
     ],
     "command_result": lambda e, d, n: _command_result(d, n),
     "system_hook": lambda e, d, n: ["  << system hooks:", *_indent(str(d["text"]), n)],
@@ -274,9 +275,9 @@ _DETAIL: dict[str, _Render] = {  # shown by `thread show`, not while following
 }
 
 
-def entry_lines(e: Row, *, full: bool = True) -> list[str]:
+def entry_lines(e: EntryRecord, *, full: bool = True) -> list[str]:
     """How one transcript entry reads for a person."""
-    d, kind = e["data"], e["kind"]
+    d, kind = e.data, e.kind
     limit = None if full else 12
     if kind in _DETAIL:
         return _DETAIL[kind](e, d, limit) if full else []
@@ -299,7 +300,7 @@ def hook_lines(d: dict[str, Any]) -> list[str]:
     return out
 
 
-def thread_text(t: Row, entries: Sequence[Row]) -> str:
+def thread_text(t: ThreadRecord, entries: Sequence[EntryRecord]) -> str:
     u = usage_json(entries)
     lines = [
         thread_head(t),
@@ -315,23 +316,23 @@ def thread_text(t: Row, entries: Sequence[Row]) -> str:
     return "\n".join(lines + final_lines(t, entries))
 
 
-def prompt_lines(t: Row) -> list[str]:
+def prompt_lines(t: ThreadRecord) -> list[str]:
     """The system prompt, then the heading the transcript's entries follow."""
-    return ["--- prompt ---", t["prompt"].rstrip("\n"), "--- transcript ---"]
+    return ["--- prompt ---", t.prompt.rstrip("\n"), "--- transcript ---"]
 
 
-def final_lines(t: Row, entries: Sequence[Row]) -> list[str]:
+def final_lines(t: ThreadRecord, entries: Sequence[EntryRecord]) -> list[str]:
     """The final answer of a completed thread, under its heading; nothing otherwise."""
     final = _final_answer(t, entries)
     return [] if final is None else ["--- final answer ---", final]
 
 
-def _final_answer(t: Row, entries: Sequence[Row]) -> str | None:
-    if t["status"] != "completed":
+def _final_answer(t: ThreadRecord, entries: Sequence[EntryRecord]) -> str | None:
+    if t.status != "completed":
         return None
     for e in reversed(entries):
-        if e["kind"] == "final":
-            return str(e["data"]["content"])
-        if e["kind"] == "assistant":
-            return str(e["data"].get("content") or "(no text)")
+        if e.kind == "final":
+            return str(e.data["content"])
+        if e.kind == "assistant":
+            return str(e.data.get("content") or "(no text)")
     return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from agent_threads.chat import Message, ToolCall
 from agent_threads.entries import (
@@ -10,6 +10,7 @@ from agent_threads.entries import (
     CallModel,
     CheckCall,
     Entry,
+    EntryKind,
     Finish,
     Interrupted,
     RefuseCall,
@@ -22,7 +23,10 @@ from agent_threads.entries import (
 
 
 def _entries(*items: tuple[str, dict[str, Any]]) -> list[Entry]:
-    return [Entry(i, kind, float(i), data) for i, (kind, data) in enumerate(items, 1)]
+    # The kinds here are written by hand; the loop's saves are checked by mypy.
+    return [
+        Entry(i, cast(EntryKind, kind), float(i), data) for i, (kind, data) in enumerate(items, 1)
+    ]
 
 
 def _reply(*calls: str, content: str = "") -> tuple[str, dict[str, Any]]:
