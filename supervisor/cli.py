@@ -10,8 +10,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from state.paths import StatePaths, state_paths
+from state.paths import StatePaths
 from state.reader import Reader, Row
+from state.settings import Settings, load_settings
 from supervise.errors import HookFileError, SuperviseError, UserError
 from supervisor import views
 from supervisor.daemonlock import running_pid
@@ -55,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.set_defaults(model=None, settings=None)  # --model, --settings: on some commands only
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     r = sub.add_parser(
@@ -209,7 +211,7 @@ def _scrubbed(p: Row, redact: Callable[[str], str]) -> Row:
     return {**p, "command": redact(p["command"]), "argv": json.dumps(argv)}
 
 
-def cmd_ps(args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_ps(args: argparse.Namespace, paths: StatePaths, _settings: Settings) -> int:
     reader = _reader(paths)
     redact = make_redact(os.environ)
     procs, threads = [_scrubbed(p, redact) for p in reader.processes()], reader.threads()
@@ -247,7 +249,7 @@ def _process(paths: StatePaths, process_id: int) -> Row:
     return row
 
 
-def cmd_logs(args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_logs(args: argparse.Namespace, paths: StatePaths, _settings: Settings) -> int:
     row = _process(paths, args.id)
     run = RunDir(paths.run_dir(args.id))
     shim = (row["shim_pid"], row["shim_started"])
@@ -284,24 +286,24 @@ def cmd_logs(args: argparse.Namespace, paths: StatePaths) -> int:
     return 0
 
 
-def cmd_thread(args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_thread(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
     from supervisor import threadcli
 
     if args.thread_command == "retry":
-        return threadcli.cmd_retry(args, paths)
-    return threadcli.cmd_thread_show(args, paths)
+        return threadcli.cmd_retry(args, paths, settings)
+    return threadcli.cmd_thread_show(args, paths, settings)
 
 
 def _threads(name: str) -> Any:
-    def command(args: argparse.Namespace, paths: StatePaths) -> int:
+    def command(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
         from supervisor import threadcli
 
-        return int(getattr(threadcli, name)(args, paths))
+        return int(getattr(threadcli, name)(args, paths, settings))
 
     return command
 
 
-def cmd_stop(args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_stop(args: argparse.Namespace, paths: StatePaths, _settings: Settings) -> int:
     row = _process(paths, args.id)
     report = stop_process(
         row,
@@ -322,7 +324,7 @@ def cmd_stop(args: argparse.Namespace, paths: StatePaths) -> int:
     return 0
 
 
-def cmd_fires(args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_fires(args: argparse.Namespace, paths: StatePaths, _settings: Settings) -> int:
     redact = make_redact(os.environ)
     fires = [{**f, "detail": redact(f["detail"])} for f in _reader(paths).fires(args.process)]
     if args.json:
@@ -332,11 +334,11 @@ def cmd_fires(args: argparse.Namespace, paths: StatePaths) -> int:
     return 0
 
 
-def cmd_hooks(args: argparse.Namespace, _paths: StatePaths) -> int:
+def cmd_hooks(args: argparse.Namespace, _paths: StatePaths, _settings: Settings) -> int:
     if args.hooks_command == "test":
         from supervisor.hooktest import cmd_hooks_test
 
-        return cmd_hooks_test(args, _paths)
+        return cmd_hooks_test(args)
     from state.sandboxpolicy import SandboxPolicy
     from supervisor.hookfile import load_hook_file
     from supervisor.hookspec import HookFile
@@ -350,8 +352,8 @@ def cmd_hooks(args: argparse.Namespace, _paths: StatePaths) -> int:
             problems += exc.problems
             continue
         names = ", ".join(f"{h.name} ({h.kind})" for h in hf.hooks) or "no hooks"
-        sandbox = SandboxPolicy.parse(hf.agent.get("sandbox")).text()
-        if "sandbox" not in hf.agent:
+        sandbox = (hf.agent.sandbox or SandboxPolicy()).text()
+        if hf.agent.sandbox is None:
             sandbox += " (default; the settings file or SUPERVISE_SANDBOX may set it)"
         print(f"{f}: OK: {names}; limits {hf.limits_text()}; sandbox {sandbox}")
         # The limits `run --hook A --hook B` applies (the same merge; hooks left out).
@@ -363,11 +365,11 @@ def cmd_hooks(args: argparse.Namespace, _paths: StatePaths) -> int:
     return 0
 
 
-def cmd_daemon(_args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_daemon(_args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
     from supervisor.daemon import configure_logging, run_daemon
 
     configure_logging()
-    return run_daemon(paths)
+    return run_daemon(paths, settings)
 
 
 def _reader(paths: StatePaths) -> Reader:
@@ -396,10 +398,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: every SuperviseError becomes its message and exit code, no traceback."""
     args = _parser().parse_args(argv)
     try:
-        paths = state_paths()
+        # Once, for the whole command: a bad setting is an error whatever the command.
+        settings = load_settings(model=args.model, hook_settings=args.settings)
+        paths = StatePaths(settings.home)
         if args.command != "hooks":  # the only command that never reads the state
             paths.ensure()
-        return int(COMMANDS[args.command](args, paths))
+        return int(COMMANDS[args.command](args, paths, settings))
     except SuperviseError as exc:
         err(f"supervise: {exc}" if not isinstance(exc, HookFileError) else str(exc))
         return exc.exit_code

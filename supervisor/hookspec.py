@@ -6,67 +6,14 @@ the run-dir snapshot) reads only these. They round-trip through JSON for `spec.j
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from agent_threads.config import AgentConfig
+from state.rate import DEFAULT_RATE as DEFAULT_RATE  # re-exported: hook files' limits
+from state.rate import Rate as Rate
+
 TriggerKind = Literal["on_exit", "on_output_match", "on_timeout"]
-
-_RATE_UNITS = {
-    "s": 1.0,
-    "sec": 1.0,
-    "second": 1.0,
-    "m": 60.0,
-    "min": 60.0,
-    "minute": 60.0,
-    "h": 3600.0,
-    "hour": 3600.0,
-    "d": 86400.0,
-    "day": 86400.0,
-}
-_RATE_RE = re.compile(r"^\s*(\d+)\s*/\s*([a-z]+?)s?\s*$")
-
-
-@dataclass(frozen=True)
-class Rate:
-    """At most `count` thread starts per `per_seconds`, shared by every thread creation."""
-
-    count: int
-    per_seconds: float
-
-    @classmethod
-    def parse(cls, text: str) -> Rate:
-        """Parse `N/second|minute|hour|day` (also `N/s`, `N/m`, `N/h`, plural units).
-
-        Raises:
-            ValueError: with a message that says how to write a rate.
-        """
-        m = _RATE_RE.match(text.lower())
-        if not m or m.group(2) not in _RATE_UNITS:
-            raise ValueError(
-                f"rate must look like 10/minute (units: second, minute, hour, day), got {text!r}"
-            )
-        count = int(m.group(1))
-        if count < 1:
-            raise ValueError(f"rate must allow at least 1 thread, got {text!r}; write 1/hour")
-        return cls(count, _RATE_UNITS[m.group(2)])
-
-    @property
-    def text(self) -> str:
-        for unit in ("second", "minute", "hour", "day"):
-            if _RATE_UNITS[unit] == self.per_seconds:
-                return f"{self.count}/{unit}"
-        return f"{self.count}/{self.per_seconds:g}s"
-
-    def stricter(self, other: Rate) -> Rate:
-        """The rate that allows fewer threads per second (on a tie, the longer window)."""
-        mine, theirs = self.count / self.per_seconds, other.count / other.per_seconds
-        if mine != theirs:
-            return self if mine < theirs else other
-        return self if self.per_seconds >= other.per_seconds else other
-
-
-DEFAULT_RATE = Rate(10, 60.0)
 
 
 @dataclass(frozen=True)
@@ -176,7 +123,7 @@ class HookFile:
     purpose: str | None = None
     context: dict[str, Any] = field(default_factory=dict)
     limits: Limits = Limits()
-    agent: dict[str, Any] = field(default_factory=dict)
+    agent: AgentConfig = field(default_factory=AgentConfig)
     sources: tuple[str, ...] = ()
     # The limits keys the file(s) wrote (set by the loader); the others are the defaults. Not
     # in spec.json: only merging files, and a thread's process, need it.
@@ -200,7 +147,7 @@ class HookFile:
             purpose=other.purpose if other.purpose is not None else self.purpose,
             context={**self.context, **other.context},
             limits=_merge_limits(self, other),
-            agent={**self.agent, **other.agent},
+            agent=self.agent.merge(other.agent),
             sources=self.sources + other.sources,
             limits_set=self.limits_set | other.limits_set,
         )
@@ -226,19 +173,21 @@ class HookFile:
             "context": self.context,
             "hooks": [h.to_json() for h in self.hooks],
             "limits": self.limits.to_json(),
-            "agent": self.agent,
+            "agent": self.agent.to_json(),
             "sources": list(self.sources),
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> HookFile:
+        """Raises: AgentConfigError (the agent section), KeyError or ValueError (the rest)."""
+        sources = tuple(data.get("sources", []))
         return cls(
             hooks=tuple(Hook.from_json(h) for h in data.get("hooks", [])),
             purpose=data.get("purpose"),
             context=dict(data.get("context") or {}),
             limits=Limits.from_json(data["limits"]) if "limits" in data else Limits(),
-            agent=dict(data.get("agent") or {}),
-            sources=tuple(data.get("sources", [])),
+            agent=AgentConfig.from_json(data.get("agent"), ", ".join(sources) or "a launch record"),
+            sources=sources,
         )
 
 

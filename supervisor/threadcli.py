@@ -18,7 +18,8 @@ from watchfiles import watch
 
 from state.paths import StatePaths
 from state.reader import Reader, Row
-from supervise.errors import UserError
+from state.settings import Settings
+from supervise.errors import SettingError, UserError
 from supervisor import views
 from supervisor.daemonlock import running_pid
 from supervisor.running import default_model, ensure_daemon, err, settings_hooks
@@ -58,25 +59,22 @@ def _thread(paths: StatePaths, tid: int) -> Row:
 # -- ask -----------------------------------------------------------------------------------
 
 
-def cmd_ask(args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_ask(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
     from agent_threads.permissions import Layer, Profile
-    from state.settings import load_settings
     from supervisor.firing import scheduled_start
-    from supervisor.hookspec import DEFAULT_RATE, Rate
 
     text = " ".join(args.prompt).strip()
     if not text:
         raise UserError('the prompt is empty; write: supervise ask "why did the job fail?"')
-    settings = load_settings()
     cwd = Path.cwd()
-    model = default_model(cwd, args.model)
+    model = default_model(cwd, settings.model)
+    rules, rate = settings.permissions, settings.rate
     try:
-        layer = Layer.from_mapping(settings.permissions) if settings.permissions else None
-        rate = Rate.parse(settings.rate) if settings.rate else DEFAULT_RATE
-    except ValueError as exc:
-        raise UserError(f"{settings.source}: {exc}") from None
+        layer = Layer.from_mapping(rules.as_mapping()) if rules is not None else None
+    except ValueError as exc:  # a rule's syntax: the resolver checks only the table's shape
+        raise SettingError(f"{settings.config}: permissions: {exc}") from None
     profile = Profile().inherit(layer)
-    hooks = json.dumps(settings_hooks(args.settings))
+    hooks = json.dumps(settings_hooks(settings.hook_settings).to_json())
     store = _store(paths)
     now = time.time()
     with store.sql_write() as conn:
@@ -93,7 +91,7 @@ def cmd_ask(args: argparse.Namespace, paths: StatePaths) -> int:
             (tid, now, json.dumps({"text": text}, ensure_ascii=False)),
         )
     store.close()
-    ensure_daemon(paths)
+    ensure_daemon(paths, settings.autostart)
     wake(paths)
     if start > now + 0.5:
         err(
@@ -190,7 +188,9 @@ def _pending(store: Any, tid: int) -> Any:
     return pending_approval(read_entries(store, tid))
 
 
-def _decide(paths: StatePaths, tid: int, decision: str, reason: str | None) -> int:
+def _decide(
+    paths: StatePaths, settings: Settings, tid: int, decision: str, reason: str | None
+) -> int:
     from agent_threads.journal import append_external
     from agent_threads.loop import describe_call
 
@@ -205,21 +205,21 @@ def _decide(paths: StatePaths, tid: int, decision: str, reason: str | None) -> i
     before = append_external(store, tid, [("approval", data)], allowed=["waiting_approval"])
     if before != "waiting_approval":
         raise UserError(f"thread t{tid} is {before}, not waiting for approval")
-    ensure_daemon(paths)
+    ensure_daemon(paths, settings.autostart)
     wake(paths)
     print(f"t{tid}: {decision} {describe_call(call)}; the thread resumes")
     return 0
 
 
-def cmd_approve(args: argparse.Namespace, paths: StatePaths) -> int:
-    return _decide(paths, thread_id(args.id), "approved", None)
+def cmd_approve(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
+    return _decide(paths, settings, thread_id(args.id), "approved", None)
 
 
-def cmd_deny(args: argparse.Namespace, paths: StatePaths) -> int:
-    return _decide(paths, thread_id(args.id), "denied", args.reason)
+def cmd_deny(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
+    return _decide(paths, settings, thread_id(args.id), "denied", args.reason)
 
 
-def cmd_send(args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_send(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
     from agent_threads.journal import append_external
 
     tid = thread_id(args.id)
@@ -259,12 +259,12 @@ def cmd_send(args: argparse.Namespace, paths: StatePaths) -> int:
             f"thread t{tid} is {before}; send continues a finished or waiting thread "
             f"(wait for it, or supervise cancel t{tid})"
         )
-    ensure_daemon(paths)
+    ensure_daemon(paths, settings.autostart)
     wake(paths)
     return _after_submit(args, paths, tid, last)
 
 
-def cmd_cancel(args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_cancel(args: argparse.Namespace, paths: StatePaths, _settings: Settings) -> int:
     tid = thread_id(args.id)
     _thread(paths, tid)
     store = _store(paths)
@@ -283,12 +283,13 @@ def cmd_cancel(args: argparse.Namespace, paths: StatePaths) -> int:
     return 0
 
 
-def cmd_retry(args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_retry(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
     from agent_threads.journal import append_external
 
     tid = thread_id(args.id)
     row = _thread(paths, tid)
-    model = default_model(Path.cwd(), args.model) if args.model else None
+    # Only --model changes the thread's model; the settings' does not override its own.
+    model = default_model(Path.cwd(), settings.model) if args.model else None
     store = _store(paths)
     note = "retried by a person" + (f" with model {model}" if model else "")
     before = append_external(
@@ -302,13 +303,13 @@ def cmd_retry(args: argparse.Namespace, paths: StatePaths) -> int:
     if model:
         with store.write() as s:
             s.connection().exec_driver_sql("UPDATE thread SET model = ? WHERE id = ?", (model, tid))
-    ensure_daemon(paths)
+    ensure_daemon(paths, settings.autostart)
     wake(paths)
     print(f"t{tid}: queued again" + (f" with {model}" if model else ""))
     return 0
 
 
-def cmd_thread_show(args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_thread_show(args: argparse.Namespace, paths: StatePaths, _settings: Settings) -> int:
     tid = thread_id(args.id)
     row = _thread(paths, tid)
     reader = Reader(paths.db)

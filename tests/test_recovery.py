@@ -147,7 +147,7 @@ def test_a_launch_the_cli_never_finished_becomes_lost(env: Env, daemon: Daemon) 
     from state.db import Store
     from state.models import ProcessRow
     from supervisor.hookspec import Hook, HookFile, OnExit
-    from supervisor.rundir import RunDir, spec_text
+    from supervisor.rundir import RunDir
     from supervisor.tracker import STARTING_GRACE_S
 
     store = Store(env.home / "state.db")
@@ -166,7 +166,9 @@ def test_a_launch_the_cli_never_finished_becomes_lost(env: Env, daemon: Daemon) 
     run = RunDir(env.home / "runs" / str(row.id))
     run.path.mkdir()
     hooks = HookFile(hooks=(Hook("any", OnExit(None), "x"),))
-    run.write_spec(spec_text({"hooks": hooks.to_json()}))
+    # A record as the first versions wrote it (in spec.json only, no newer fields).
+    record = {"id": row.id, "name": "ghost", "argv": ["ghost"], "cwd": str(env.work)}
+    run.write_spec(json.dumps({**record, "hooks": hooks.to_json()}))
     p = env.wait_state(row.id, "lost", timeout=10)
     assert p["result"] == "lost"
     assert env.fires()[0]["spawned"]

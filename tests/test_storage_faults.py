@@ -415,7 +415,7 @@ def test_the_tracker_decides_a_timeout_on_the_boot_clock(tmp_path: Path) -> None
     from supervisor.clocks import boot_clock
     from supervisor.hookspec import Hook, HookFile, OnTimeout
     from supervisor.identity import boot_id
-    from supervisor.rundir import RunDir, spec_text
+    from supervisor.rundir import RunDir
     from supervisor.tracker import Tracker
 
     paths = StatePaths(tmp_path / "home").ensure()
@@ -440,7 +440,9 @@ def test_the_tracker_decides_a_timeout_on_the_boot_clock(tmp_path: Path) -> None
         assert row.id is not None
         run = RunDir(paths.run_dir(row.id))
         run.path.mkdir()
-        run.write_spec(spec_text({"hooks": hooks.to_json()}))
+        # A record as the first versions wrote it (in spec.json only, no newer fields).
+        record = {"id": row.id, "name": "p", "argv": ["p"], "cwd": str(tmp_path)}
+        run.write_spec(json.dumps({**record, "hooks": hooks.to_json()}))
         return Tracker(store, paths, row)
 
     early = tracker(wall_ago=3600.0, boot_ago=10.0)  # the wall clock stepped an hour forward
