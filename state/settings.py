@@ -179,7 +179,10 @@ def _sandbox(raw: object) -> SandboxPolicy:
 
 
 def _sandbox_mode(raw: object) -> str:
-    return _sandbox(_text(raw)).mode
+    try:
+        return SandboxPolicy.parse(_text(raw)).mode
+    except SandboxConfigError:
+        raise BadValue() from None  # the table's words: the hook file's example would not fit
 
 
 def _permissions(raw: object) -> PermissionRules | None:
@@ -192,8 +195,8 @@ def _permissions(raw: object) -> PermissionRules | None:
         if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
             raise BadValue(f'must be a list of rules, e.g. {key} = ["Read"]', str(key))
         lists[str(key)] = tuple(rules)
-    rules_ = PermissionRules(**lists)
-    return rules_ if rules_ != PermissionRules() else None  # an empty table says nothing
+    found = PermissionRules(**lists)
+    return found if found != PermissionRules() else None  # an empty table says nothing
 
 
 def _db_url(raw: object) -> str:
