@@ -132,12 +132,12 @@ class RunSpec:
             cwd=Path(data["cwd"]),
             env_keys=tuple(str(k) for k in data.get("env_keys") or ()),
             depth=int(data.get("depth") or 0),
-            parent_thread_id=data.get("parent_thread_id"),
+            parent_thread_id=_int_or_none(data.get("parent_thread_id")),
             started_at=float(data.get("started_at") or 0.0),
             hooks=HookFile.from_json(data.get("hooks") or {}),
             # Not recorded before PYTHONUNBUFFERED was set for the child: it was not.
             unbuffered=bool(data.get("unbuffered", False)),
-            model_default=data.get("model_default"),
+            model_default=_str_or_none(data.get("model_default")),
             settings_hooks=SettingsHooks.from_json(data.get("settings_hooks")),
             inherited=Inherited.from_json(data),
         )
@@ -165,3 +165,11 @@ class RunSpec:
                 f"{where}: the launch record's agent section is invalid ({exc}); stop the "
                 "process and start it again with `supervise run`"
             ) from exc
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
