@@ -18,7 +18,7 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,12 +89,12 @@ def _inside(path: Path, parent: Path) -> bool:
     return path == parent or parent in path.parents
 
 
-def find_bwrap(env: Mapping[str, str]) -> str | None:
-    """`$SUPERVISE_BWRAP` if set (a path; empty means none), else bwrap on PATH."""
-    if "SUPERVISE_BWRAP" in env:
-        given = env["SUPERVISE_BWRAP"]
+def find_bwrap(given: str | None, search_path: str | None) -> str | None:
+    """The bwrap to use: `given` (the bwrap setting: a path, or empty for none) if set,
+    else bwrap on `search_path` (a PATH)."""
+    if given is not None:
         return given if given and os.access(given, os.X_OK) else None
-    return shutil.which("bwrap", path=env.get("PATH") or os.defpath)
+    return shutil.which("bwrap", path=search_path or os.defpath)
 
 
 _probed: dict[tuple[str, bool, Path], str | None] = {}
@@ -208,26 +208,31 @@ def _protected(cwd: Path, write: tuple[Path, ...]) -> tuple[Path, ...]:
 
 def resolve(
     policy: SandboxPolicy,
-    env: Mapping[str, str],
     home: Path,
     visible: Sequence[Path] = (),
+    *,
+    bwrap: str | None = None,
+    search_path: str | None = None,
 ) -> Sandbox:
     """The sandbox a thread gets under `policy`, probing bwrap once per daemon.
+
+    `bwrap` is the bwrap setting (SUPERVISE_BWRAP: a path, empty for none; None: look for
+    it on `search_path`).
 
     Raises:
         SandboxError: mode `required` and bwrap cannot run here.
     """
     if policy.mode == "off":
         return Sandbox(policy, None, home)
-    bwrap = find_bwrap(env)
-    if bwrap is not None:
-        why = probe(bwrap, policy.network_on, Path(os.path.realpath(home)))
-    elif "SUPERVISE_BWRAP" in env:
-        why = f"SUPERVISE_BWRAP={env['SUPERVISE_BWRAP']!r} is not an executable bwrap"
+    found = find_bwrap(bwrap, search_path)
+    if found is not None:
+        why = probe(found, policy.network_on, Path(os.path.realpath(home)))
+    elif bwrap is not None:
+        why = f"SUPERVISE_BWRAP={bwrap!r} is not an executable bwrap"
     else:
         why = "bwrap (Debian/Ubuntu package bubblewrap) is not installed"
     if why is None:
-        return Sandbox(policy, bwrap, home, tuple(visible))
+        return Sandbox(policy, found, home, tuple(visible))
     if policy.mode == "required":
         raise SandboxError(
             f"agent.sandbox is required but the sandbox cannot run: {why}; install bubblewrap "

@@ -410,12 +410,13 @@ def launch_many(home: Home, argvs: list[list[str]], hooks: Path | None = None) -
     os.environ["SUPERVISE_HOME"] = str(home.dir)
     from state.db import open_state_store
     from state.paths import StatePaths
+    from state.settings import store_settings
     from supervisor.hookfile import load_hook_file
     from supervisor.hookspec import HookFile
     from supervisor.launch import LaunchRequest, launch
 
     paths = StatePaths(home.dir)
-    store = open_state_store(paths.db)
+    store = open_state_store(paths.db, store_settings())
     hf = load_hook_file(hooks) if hooks else HookFile()
     ids = []
     for argv in argvs:

@@ -29,6 +29,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from state.schema import migrate
+from state.settings import StoreSettings
 from supervise.errors import DatabaseLocked, StateError, UserError
 
 T = TypeVar("T")
@@ -285,9 +286,7 @@ def target_for(sqlite_path: Path, url: str | None) -> DatabaseTarget:
     return DatabaseTarget.parse(url) if url else DatabaseTarget.sqlite(sqlite_path)
 
 
-def open_state_store(db_path: Path, *, readonly: bool = False) -> Store:
-    """The store of a state directory, as the settings say (SUPERVISE_DB_URL, _DB_TIMEOUT)."""
-    from state.settings import store_settings
-
-    s = store_settings()
-    return Store(target_for(db_path, s.url), timeout=s.timeout, readonly=readonly)
+def open_state_store(db_path: Path, settings: StoreSettings, *, readonly: bool = False) -> Store:
+    """The store of a state directory: `settings.url` when set, else its own SQLite file."""
+    target = target_for(db_path, settings.url)
+    return Store(target, timeout=settings.timeout, readonly=readonly)

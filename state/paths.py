@@ -1,24 +1,13 @@
-"""Where supervise keeps its state, resolved in one place.
-
-`$SUPERVISE_HOME`, else `$XDG_STATE_HOME/supervise`, else `~/.local/state/supervise`.
-"""
+"""The layout of supervise's state directory (where it is: the `home` setting, resolved
+in state/settings.py: `$SUPERVISE_HOME`, else `$XDG_STATE_HOME/supervise`)."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from state.trust import check_state_dir
 from supervise.errors import StateDirError
-
-
-def default_home(environ: dict[str, str] | None = None) -> Path:
-    env = os.environ if environ is None else environ
-    if env.get("SUPERVISE_HOME"):
-        return Path(env["SUPERVISE_HOME"]).expanduser()
-    xdg = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(xdg).expanduser() / "supervise"
 
 
 @dataclass(frozen=True)
@@ -77,7 +66,3 @@ class StatePaths:
         if self.home.stat().st_mode & 0o077:
             self.home.chmod(0o700)
         return self
-
-
-def state_paths(home: str | Path | None = None) -> StatePaths:
-    return StatePaths(Path(home) if home is not None else default_home())

@@ -11,7 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from state.paths import StatePaths, state_paths
+from state.paths import StatePaths
+from state.settings import Settings, load_settings
 from supervise.errors import HookFileError, SuperviseError, UserError
 from supervisor import views
 from supervisor.daemonlock import running_pid
@@ -61,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action=_Version, help="print the version and exit")
+    p.set_defaults(model=None, settings=None)  # --model, --settings: on some commands only
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     r = sub.add_parser(
@@ -244,11 +246,11 @@ def _scrubbed(p: ProcessRecord, redact: Callable[[str], str]) -> ProcessRecord:
     return replace(p, command=command, argv=json.dumps(argv))
 
 
-def cmd_ps(args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_ps(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
     from state.processes import list_processes
     from state.threads import list_threads
 
-    store = _store(paths)
+    store = _store(paths, settings)
     redact = make_redact(os.environ)
     procs = [_scrubbed(p, redact) for p in list_processes(store)]
     threads = list_threads(store)
@@ -279,17 +281,17 @@ def cmd_ps(args: argparse.Namespace, paths: StatePaths) -> int:
     return 0
 
 
-def _process(paths: StatePaths, process_id: int) -> ProcessRecord:
+def _process(paths: StatePaths, settings: Settings, process_id: int) -> ProcessRecord:
     from state.processes import get_process
 
-    row = get_process(_store(paths), process_id)
+    row = get_process(_store(paths, settings), process_id)
     if row is None:
         raise UserError(f"no process {process_id}; `supervise ps` lists them")
     return row
 
 
-def cmd_logs(args: argparse.Namespace, paths: StatePaths) -> int:
-    row = _process(paths, args.id)
+def cmd_logs(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
+    row = _process(paths, settings, args.id)
     run = RunDir(paths.run_dir(args.id))
     shim = (row.shim_pid, row.shim_started)
     # The child's own file, also where logrotate renamed it (its lines keep going there).
@@ -325,25 +327,25 @@ def cmd_logs(args: argparse.Namespace, paths: StatePaths) -> int:
     return 0
 
 
-def cmd_thread(args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_thread(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
     from supervisor import threadcli
 
     if args.thread_command == "retry":
-        return threadcli.cmd_retry(args, paths)
-    return threadcli.cmd_thread_show(args, paths)
+        return threadcli.cmd_retry(args, paths, settings)
+    return threadcli.cmd_thread_show(args, paths, settings)
 
 
 def _threads(name: str) -> Any:
-    def command(args: argparse.Namespace, paths: StatePaths) -> int:
+    def command(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
         from supervisor import threadcli
 
-        return int(getattr(threadcli, name)(args, paths))
+        return int(getattr(threadcli, name)(args, paths, settings))
 
     return command
 
 
-def cmd_stop(args: argparse.Namespace, paths: StatePaths) -> int:
-    row = _process(paths, args.id)
+def cmd_stop(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
+    row = _process(paths, settings, args.id)
     report = stop_process(
         row,
         RunDir(paths.run_dir(args.id)),
@@ -363,11 +365,12 @@ def cmd_stop(args: argparse.Namespace, paths: StatePaths) -> int:
     return 0
 
 
-def cmd_fires(args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_fires(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
     from state.fires import list_fires
 
     redact = make_redact(os.environ)
-    fires = [replace(f, detail=redact(f.detail)) for f in list_fires(_store(paths), args.process)]
+    found = list_fires(_store(paths, settings), args.process)
+    fires = [replace(f, detail=redact(f.detail)) for f in found]
     if args.json:
         print(json.dumps([views.fire_json(f) for f in fires], indent=1))
     else:
@@ -375,11 +378,11 @@ def cmd_fires(args: argparse.Namespace, paths: StatePaths) -> int:
     return 0
 
 
-def cmd_hooks(args: argparse.Namespace, _paths: StatePaths) -> int:
+def cmd_hooks(args: argparse.Namespace, _paths: StatePaths, _settings: Settings) -> int:
     if args.hooks_command == "test":
         from supervisor.hooktest import cmd_hooks_test
 
-        return cmd_hooks_test(args, _paths)
+        return cmd_hooks_test(args)
     from state.sandboxpolicy import SandboxPolicy
     from supervisor.hookfile import load_hook_file
     from supervisor.hookspec import HookFile
@@ -393,8 +396,8 @@ def cmd_hooks(args: argparse.Namespace, _paths: StatePaths) -> int:
             problems += exc.problems
             continue
         names = ", ".join(f"{h.name} ({h.kind})" for h in hf.hooks) or "no hooks"
-        sandbox = SandboxPolicy.parse(hf.agent.get("sandbox")).text()
-        if "sandbox" not in hf.agent:
+        sandbox = (hf.agent.sandbox or SandboxPolicy()).text()
+        if hf.agent.sandbox is None:
             sandbox += " (default; the settings file or SUPERVISE_SANDBOX may set it)"
         print(f"{f}: OK: {names}; limits {hf.limits_text()}; sandbox {sandbox}")
         # The limits `run --hook A --hook B` applies (the same merge; hooks left out).
@@ -406,25 +409,25 @@ def cmd_hooks(args: argparse.Namespace, _paths: StatePaths) -> int:
     return 0
 
 
-def cmd_examples(args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_examples(args: argparse.Namespace, paths: StatePaths, _settings: Settings) -> int:
     from supervisor.examples import cmd_examples
 
     return cmd_examples(args, paths)
 
 
-def cmd_daemon(_args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_daemon(_args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
     from supervisor.daemon import configure_logging, run_daemon
 
     configure_logging()
-    return run_daemon(paths)
+    return run_daemon(paths, settings)
 
 
-def _store(paths: StatePaths) -> Store:
+def _store(paths: StatePaths, settings: Settings) -> Store:
     """The state database, to read: a command that only reads never creates or migrates it."""
     from state.db import open_state_store
 
     paths.ensure()
-    return open_state_store(paths.db, readonly=True)
+    return open_state_store(paths.db, settings.store, readonly=True)
 
 
 COMMANDS: dict[str, Any] = {
@@ -449,10 +452,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: every SuperviseError becomes its message and exit code, no traceback."""
     args = _parser().parse_args(argv)
     try:
-        paths = state_paths()
+        # Once, for the whole command: a bad setting is an error whatever the command.
+        settings = load_settings(model=args.model, hook_settings=args.settings)
+        paths = StatePaths(settings.home)
         if args.command not in ("hooks", "examples"):  # the two that never read the state
             paths.ensure()
-        return int(COMMANDS[args.command](args, paths))
+        return int(COMMANDS[args.command](args, paths, settings))
     except SuperviseError as exc:
         err(f"supervise: {exc}" if not isinstance(exc, HookFileError) else str(exc))
         return exc.exit_code

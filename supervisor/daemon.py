@@ -39,7 +39,7 @@ from state.counters import Counter, load_active_counters
 from state.db import Store, open_state_store
 from state.paths import StatePaths
 from state.processes import ProcessRecord, active_processes, get_process
-from state.settings import Settings, load_settings
+from state.settings import Settings
 from supervise.errors import SuperviseError
 from supervisor.coalesce import next_gap, read_delay
 from supervisor.daemonlock import DaemonLock
@@ -57,7 +57,6 @@ from supervisor.inotify import (
     Event,
     Inotify,
 )
-from supervisor.logcap import max_log_bytes
 from supervisor.redaction import RedactingFilter, make_redact
 from supervisor.threadhost import ThreadHost
 from supervisor.tracker import RUN_DIR_GONE, StepResult, Tracker, lose_unknown
@@ -84,14 +83,15 @@ class Daemon:
         paths: StatePaths,
         store: Store,
         *,
+        settings: Settings,
+        env: Mapping[str, str],
         clock: Callable[[], float] = time.time,
-        settings: Settings | None = None,
-        env: Mapping[str, str] | None = None,
     ) -> None:
+        """`env` is the daemon's environment: the model providers' keys, and what tools
+        get when a thread has no process of its own."""
         self.paths = paths
-        self.settings = settings or Settings()
-        env = dict(os.environ if env is None else env)
-        host = ThreadHost(store, paths, self.settings, env)
+        self.settings = settings
+        host = ThreadHost(store, paths, settings, env)
         runner = ThreadRunner(store, host.prepare, redact=make_redact(env), clock=clock)
         self.dispatcher = Dispatcher(
             store, runner.run, concurrency=self.settings.max_threads, clock=clock
@@ -101,7 +101,7 @@ class Daemon:
         self.trackers: dict[int, Tracker] = {}
         self.prefetched: dict[int, ProcessRecord] = {}
         self.prefetched_counters: dict[int, dict[str, Counter]] = {}
-        self.max_log_bytes = max_log_bytes()
+        self.max_log_bytes = settings.max_log_bytes
         self.pending: dict[int, set[str]] = {}
         self.wake = anyio.Event()
         self.caught_up = anyio.Event()
@@ -524,15 +524,14 @@ def _raise_fd_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, 1 << 20), hard))
 
 
-def run_daemon(paths: StatePaths) -> int:
+def run_daemon(paths: StatePaths, settings: Settings) -> int:
     """`supervise daemon`: hold the lock, recover, serve until SIGTERM or SIGINT."""
-    settings = load_settings()
     paths.ensure()
     lock = DaemonLock(paths.daemon_pid)
     lock.acquire()
     _raise_fd_limit()
-    store = open_state_store(paths.db)
-    daemon = Daemon(paths, store, settings=settings)
+    store = open_state_store(paths.db, settings.store)
+    daemon = Daemon(paths, store, settings=settings, env=dict(os.environ))
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:

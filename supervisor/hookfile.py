@@ -7,21 +7,27 @@ key, its line and the fix.
 
 from __future__ import annotations
 
-import difflib
 import json
-import math
 import re
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from agent_threads.config import AgentConfig, AgentConfigError
 from agent_threads.extensions import ExtensionError, check_syntax, is_path, module_file, pin
 from agent_threads.hooks.shellspec import ShellHook, ShellHookError, parse_shell_hooks
-from agent_threads.hooks.system import SystemHookConfig
-from agent_threads.permissions import Rule
-from state.sandboxpolicy import SandboxConfigError, SandboxPolicy
+from agent_threads.problems import (
+    MAX_COUNT,
+    MAX_SECONDS,
+    KeyPath,
+    Problems,
+    is_int,
+    is_number,
+    show,
+    where,
+)
 from supervise.errors import HookFileError
 from supervisor.hookspec import (
     Hook,
@@ -34,34 +40,14 @@ from supervisor.hookspec import (
     Trigger,
     trigger_kind,
 )
-from supervisor.hooktext import (
-    EXAMPLE,
-    KeyPath,
-    ReadAbort,
-    read_json,
-    read_yaml,
-    where,
-)
+from supervisor.hooktext import EXAMPLE, ReadAbort, read_json, read_yaml
 from supervisor.matching import compile_pattern
 
 EXTENSIONS = (".yaml", ".yml", ".json")
 __all__ = ["EXAMPLE", "EXTENSIONS", "load_hook_file", "load_hook_mapping", "parse_hook_text"]
-_MAX_COUNT = 1_000_000  # far above any sane value, low enough for SQLite and float maths
-_MAX_SECONDS = 10 * 365 * 86400
 _TOP_KEYS = ("purpose", "context", "hooks", "agent", "limits")
 _TRIGGERS = ("on_exit", "on_output_match", "on_timeout")
 _HOOK_KEYS = ("name", *_TRIGGERS, "instructions", "max_spawns")
-_AGENT_KEYS = (
-    "model",
-    "permissions",
-    "max_turns",
-    "timeout",
-    "hooks",
-    "system_hooks",
-    "extensions",
-    "sandbox",
-)
-_PROVIDERS = ("openai", "anthropic", "scripted")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -122,11 +108,9 @@ def load_settings_file(path: str | Path) -> tuple[tuple[ShellHook, ...], list[st
     if not isinstance(ext, list) or not all(isinstance(x, str) for x in ext):
         line = composer.lines.get(("extensions",), 1)
         raise HookFileError([f"{name}:{line}: extensions must be a list of paths or modules"])
-    hf = _anchor_extensions(HookFile(agent={"extensions": ext}), Path(path))
+    hf = _anchor_extensions(HookFile(agent=AgentConfig(extensions=tuple(ext))), Path(path))
     try:
-        return parse_shell_hooks(data.get("hooks"), source=name), list(
-            hf.agent.get("extensions") or []
-        )
+        return parse_shell_hooks(data.get("hooks"), source=name), list(hf.agent.extensions or ())
     except ShellHookError as exc:
         key: KeyPath = ("hooks", *exc.path)
         while key and key not in composer.lines:
@@ -140,7 +124,7 @@ def load_settings_file(path: str | Path) -> tuple[tuple[ShellHook, ...], list[st
 def _anchor_extensions(hf: HookFile, path: Path) -> HookFile:
     """Extension paths are relative to the hook file; a syntax error is found now; each is
     pinned to its content (see agent_threads.extensions)."""
-    specs = hf.agent.get("extensions") or []
+    specs = hf.agent.extensions or ()
     if not specs:
         return hf
     anchored, problems = [], []
@@ -158,18 +142,18 @@ def _anchor_extensions(hf: HookFile, path: Path) -> HookFile:
         anchored.append(spec)
     if problems:
         raise HookFileError(problems)
-    return replace(hf, agent={**hf.agent, "extensions": anchored})
+    return replace(hf, agent=replace(hf.agent, extensions=tuple(anchored)))
 
 
 def _anchor_script(hf: HookFile, path: Path) -> HookFile:
     """A relative `scripted:FILE` model means relative to the hook file, wherever it runs."""
     hf = _anchor_extensions(hf, path)
-    model = hf.agent.get("model")
-    if isinstance(model, str) and model.startswith("scripted:"):
+    model = hf.agent.model
+    if model is not None and model.startswith("scripted:"):
         script = Path(model.removeprefix("scripted:")).expanduser()
         if not script.is_absolute():
-            agent = {**hf.agent, "model": f"scripted:{path.resolve().parent / script}"}
-            return replace(hf, agent=agent)
+            model = f"scripted:{path.resolve().parent / script}"
+            return replace(hf, agent=replace(hf.agent, model=model))
     return hf
 
 
@@ -224,39 +208,40 @@ def _check_extension(filename: str) -> None:
 # Validation: plain values -> HookFile, or every problem found.
 
 
-@dataclass
-class _Report:
+class _Report(Problems):
     """Problems found so far, each located by key path and sorted by line at the end."""
 
-    locate: Callable[[KeyPath], tuple[int, str]]  # key path -> (line, "FILE:LINE")
-    problems: list[tuple[int, str]] = field(default_factory=list)
+    def __init__(
+        self,
+        locate: Callable[[KeyPath], tuple[int, str]],  # key path -> (line, "FILE:LINE")
+        located: list[tuple[int, str]] | None = None,  # the reader's, located already
+    ) -> None:
+        super().__init__()
+        self.locate = locate
+        self.located = list(located or [])
 
     def add(self, path: KeyPath, message: str) -> None:
-        line, where = self.locate(path)
-        self.problems.append((line, f"{where}: {message}"))
-
-    def bad(self, path: KeyPath, what: str, value: Any, fix: str) -> None:
-        """Report that the value at `path` is not `what`, ending with how to `fix` it."""
-        self.add(path, f"{where(path)} {what}, got {_show(value)}; {fix}")
+        super().add(path, message)
+        line, at = self.locate(path)
+        self.located.append((line, f"{at}: {message}"))
 
     def check(self) -> None:
-        if self.problems:
-            ordered = [text for _, text in sorted(self.problems, key=lambda p: p[0])]
+        if self.located:
+            ordered = [text for _, text in sorted(self.located, key=lambda p: p[0])]
             # A message quoting a lone surrogate could not even be printed: show it escaped.
             raise HookFileError([t.encode(errors="backslashreplace").decode() for t in ordered])
 
 
 def _validate(data: Any, r: _Report, sources: tuple[str, ...]) -> HookFile:
     if not isinstance(data, Mapping):
-        got = "is empty" if data is None else f"must be a mapping, got {_show(data)}"
+        got = "is empty" if data is None else f"must be a mapping, got {show(data)}"
         r.add((), f"hook file {got}; see {EXAMPLE}")
         r.check()
     _check_surrogates(data, r)
-    _check_keys(data, (), _TOP_KEYS, r)
+    r.unknown_keys(data, (), _TOP_KEYS)
     purpose = _text(data, ("purpose",), r, "write purpose: what the process is for")
     context = _mapping(data, "context", r, "write context: {related_files: [a.py]}")
-    agent = _mapping(data, "agent", r, "write agent: {model: openai:gpt-4.1-mini}")
-    _check_agent(agent, r)
+    agent = _agent(data.get("agent"), sources[0], r)
     limits = _check_limits(data.get("limits"), r)
     hooks = _check_hooks(data.get("hooks"), r)
     r.check()
@@ -265,69 +250,13 @@ def _validate(data: Any, r: _Report, sources: tuple[str, ...]) -> HookFile:
     return HookFile(hooks, purpose, context, limits, agent, sources, limits_set or frozenset())
 
 
-def _check_agent_hooks(agent: Mapping[str, Any], r: _Report) -> None:
+def _agent(value: Any, source: str, r: _Report) -> AgentConfig:
     try:
-        SystemHookConfig.from_mapping(agent.get("system_hooks"))
-    except ValueError as exc:
-        r.add(("agent", "system_hooks"), f"agent.system_hooks: {exc}")
-    try:
-        parse_shell_hooks(agent.get("hooks"))
-    except ShellHookError as exc:
-        at = ".".join(str(p) for p in exc.path)
-        r.add(("agent", "hooks", *exc.path), f"agent.hooks{'.' + at if at else ''}: {exc}")
-
-
-def _check_agent(agent: Mapping[str, Any], r: _Report) -> None:
-    _check_keys(agent, ("agent",), _AGENT_KEYS, r)
-    _check_agent_hooks(agent, r)
-    ext = agent.get("extensions")
-    if ext is not None and not (
-        isinstance(ext, list) and all(isinstance(x, str) and x.strip() for x in ext)
-    ):
-        fix = "write extensions: [stack.py] (a path relative to the hook file, or a module)"
-        r.bad(("agent", "extensions"), "must be a list of paths or module names", ext, fix)
-    model = agent.get("model")
-    if model is not None:
-        provider, _, name = str(model).partition(":")
-        if not isinstance(model, str) or provider not in _PROVIDERS or not name.strip():
-            fix = "write model: openai:gpt-4.1-mini (or anthropic:NAME, scripted:FILE)"
-            r.bad(("agent", "model"), "must be provider:name", model, fix)
-    _count(agent, ("agent", "max_turns"), r, low=1, eg=50)
-    _check_sandbox(agent, r)
-    timeout = agent.get("timeout")
-    if timeout is not None and not (
-        isinstance(timeout, int | float)
-        and not isinstance(timeout, bool)
-        and 0 < timeout <= _MAX_SECONDS
-    ):
-        r.bad(("agent", "timeout"), "must be seconds above 0", timeout, "write timeout: 1800")
-    perms = agent.get("permissions")
-    if perms is None:
-        return
-    if not isinstance(perms, Mapping):
-        fix = "write permissions: {allow: [Read], ask: [Edit], deny: ['Bash(rm:*)']}"
-        r.bad(("agent", "permissions"), "must be a mapping", perms, fix)
-        return
-    for key, rules in perms.items():
-        if key not in ("allow", "ask", "deny"):
-            continue  # reported below with the key's line
-        if not isinstance(rules, list | tuple):
-            r.bad(("agent", "permissions", key), "must be a list of rules", rules, "write [Read]")
-            continue
-        for i, rule in enumerate(rules):
-            try:
-                Rule.parse(rule if isinstance(rule, str) else repr(rule))
-            except ValueError as exc:
-                r.add(("agent", "permissions", key, i), f"agent.permissions.{key}[{i}]: {exc}")
-    _check_keys(perms, ("agent", "permissions"), ("allow", "ask", "deny"), r)
-
-
-def _check_sandbox(agent: Mapping[str, Any], r: _Report) -> None:
-    try:
-        SandboxPolicy.parse(agent.get("sandbox"))
-    except SandboxConfigError as exc:
-        path: KeyPath = ("agent", "sandbox", *([exc.key] if exc.key else []))
-        r.add(path, f"{where(path)} {exc}")
+        return AgentConfig.parse(value, source)
+    except AgentConfigError as exc:
+        for path, message in exc.problems:
+            r.add(path, message)
+        return AgentConfig()
 
 
 def _check_surrogates(data: Mapping[str, Any], r: _Report) -> None:
@@ -345,15 +274,6 @@ def _check_surrogates(data: Mapping[str, Any], r: _Report) -> None:
             todo.extend([(path, k) for k in value if isinstance(value, Mapping)])
 
 
-def _check_keys(data: Mapping[Any, Any], path: KeyPath, known: tuple[str, ...], r: _Report) -> None:
-    for key in data:
-        if key not in known:
-            close = difflib.get_close_matches(str(key), known, n=1)
-            guess = f"did you mean {close[0]!r}?" if close else "remove it"
-            what = f"unknown key {str(key)!r} in {where(path)}"
-            r.add((*path, key), f"{what}; {guess} (known: {', '.join(known)})")
-
-
 def _text(data: Mapping[str, Any], path: KeyPath, r: _Report, fix: str) -> str | None:
     value = data.get(str(path[-1]))
     if value is None or (isinstance(value, str) and value.strip()):
@@ -369,30 +289,20 @@ def _mapping(data: Mapping[str, Any], key: str, r: _Report, fix: str) -> dict[st
     return dict(value) if isinstance(value, Mapping) else {}
 
 
-def _count(data: Mapping[str, Any], path: KeyPath, r: _Report, low: int, eg: int) -> int | None:
-    value = data.get(str(path[-1]))
-    if value is None or (_is_int(value) and low <= value <= _MAX_COUNT):
-        return value
-    digits = re.findall(r"\d+", value if isinstance(value, str) else "")
-    fix = f"write {path[-1]}: {digits[0][:6] if digits else eg}"
-    r.bad(path, f"must be a whole number from {low} to {_MAX_COUNT}", value, fix)
-    return None
-
-
 def _check_limits(value: Any, r: _Report) -> Limits:
     if value is not None and not isinstance(value, Mapping):
         r.bad(("limits",), "must be a mapping", value, "write limits: {rate: 10/minute}")
     if not isinstance(value, Mapping):
         return Limits()
-    _check_keys(value, ("limits",), ("max_depth", "rate"), r)
-    depth = _count(value, ("limits", "max_depth"), r, low=0, eg=3)
+    r.unknown_keys(value, ("limits",), ("max_depth", "rate"))
+    depth = r.count(value, ("limits", "max_depth"), low=0, eg=3)
     raw, rate = value.get("rate"), Limits().rate
     try:
         if raw is not None and not isinstance(raw, str):
-            raise ValueError(f"rate must be text like 10/minute, got {_show(raw)}")
+            raise ValueError(f"rate must be text like 10/minute, got {show(raw)}")
         rate = rate if raw is None else Rate.parse(raw)
-        if rate.count > _MAX_COUNT:
-            raise ValueError(f"rate allows over {_MAX_COUNT} threads, got {raw!r}; write 10/minute")
+        if rate.count > MAX_COUNT:
+            raise ValueError(f"rate allows over {MAX_COUNT} threads, got {raw!r}; write 10/minute")
     except ValueError as exc:
         fix = "" if ";" in str(exc) else "; write rate: 10/minute"
         r.add(("limits", "rate"), f"limits.{exc}{fix}")  # Rate's message starts with "rate "
@@ -421,16 +331,16 @@ def _check_hook(item: Any, path: KeyPath, r: _Report) -> Hook | None:
     if not isinstance(item, Mapping):
         r.bad(path, "must be a mapping with a trigger and instructions", item, f"see {EXAMPLE}")
         return None
-    before = len(r.problems)
-    _check_keys(item, path, _HOOK_KEYS, r)
+    before = len(r.found)
+    r.unknown_keys(item, path, _HOOK_KEYS)
     name = _text(item, (*path, "name"), r, "write name: migration-failed")
     trigger = _check_trigger(item, path, r)
     fix = "write instructions: what the spawned thread should do"
     instructions = _text(item, (*path, "instructions"), r, fix)
     if item.get("instructions") is None:
         r.add(path, f"{where(path)} has no instructions; {fix}")
-    max_spawns = _count(item, (*path, "max_spawns"), r, low=1, eg=1)
-    if len(r.problems) > before or trigger is None or instructions is None:
+    max_spawns = r.count(item, (*path, "max_spawns"), low=1, eg=1)
+    if len(r.found) > before or trigger is None or instructions is None:
         return None
     name = name or f"{trigger_kind(trigger)}-{int(path[-1]) + 1}"
     return Hook(name, trigger, instructions, 1 if max_spawns is None else max_spawns)
@@ -450,17 +360,17 @@ def _check_trigger(item: Mapping[str, Any], path: KeyPath, r: _Report) -> Trigge
 
 def _check_on_exit(body: Any, path: KeyPath, r: _Report) -> OnExit | None:
     codes = body.get("exit_codes") if isinstance(body, Mapping) else body
-    listed = ", ".join(re.findall(r"\d+", codes if isinstance(codes, str) else _show(codes))[:5])
+    listed = ", ".join(re.findall(r"\d+", codes if isinstance(codes, str) else show(codes))[:5])
     if body is not None and not isinstance(body, Mapping):
         fix = f"write on_exit: {{exit_codes: [{listed or 1}]}}, or on_exit: {{}} for any code"
         r.bad(path, "must be a mapping", body, fix)
         return None
     if isinstance(body, Mapping):
-        _check_keys(body, path, ("exit_codes",), r)
+        r.unknown_keys(body, path, ("exit_codes",))
     path = (*path, "exit_codes")
     if codes is None:
         return OnExit()
-    if not isinstance(codes, list | tuple) or not all(_is_int(c) for c in codes):
+    if not isinstance(codes, list | tuple) or not all(is_int(c) for c in codes):
         r.bad(path, "must be a list of integers", codes, f"write exit_codes: [{listed or 1}]")
     elif not codes:
         r.bad(path, "must not be empty (the hook would never fire)", codes, "omit it for any code")
@@ -476,7 +386,7 @@ def _check_on_output_match(body: Any, path: KeyPath, r: _Report) -> OnOutputMatc
         example = json.dumps(body if isinstance(body, str) else "deadlock detected")
         r.bad(path, "must be a mapping", body, f"write on_output_match: {{pattern: {example}}}")
         return None
-    _check_keys(body, path, ("pattern",), r)
+    r.unknown_keys(body, path, ("pattern",))
     path, pattern = (*path, "pattern"), body.get("pattern")
     if not isinstance(pattern, str) or not pattern:
         fix = "write pattern: 'deadlock detected'"
@@ -493,31 +403,12 @@ def _check_on_output_match(body: Any, path: KeyPath, r: _Report) -> OnOutputMatc
 def _check_on_timeout(body: Any, path: KeyPath, r: _Report) -> OnTimeout | None:
     seconds: Any = body.get("seconds") if isinstance(body, Mapping) else body
     if not isinstance(body, Mapping):
-        fix = f"write on_timeout: {{seconds: {seconds if _is_number(seconds) else 7200}}}"
+        fix = f"write on_timeout: {{seconds: {seconds if is_number(seconds) else 7200}}}"
         r.bad(path, "must be a mapping", body, fix)
         return None
-    _check_keys(body, path, ("seconds",), r)
-    if _is_number(seconds) and 0 < seconds <= _MAX_SECONDS:
+    r.unknown_keys(body, path, ("seconds",))
+    if is_number(seconds) and 0 < seconds <= MAX_SECONDS:
         return OnTimeout(float(seconds))
-    what = f"must be a number of seconds above 0 and at most {_MAX_SECONDS} (10 years)"
+    what = f"must be a number of seconds above 0 and at most {MAX_SECONDS} (10 years)"
     r.bad((*path, "seconds"), what, seconds, "write seconds: 7200")
     return None
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)  # YAML `yes` is a bool
-
-
-def _is_number(value: Any) -> bool:
-    return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
-
-
-def _show(value: Any) -> str:
-    """A value as the file would spell it (JSON is close enough), cut short."""
-    if value is None:
-        return "nothing"
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=str)
-    except (ValueError, TypeError, RecursionError):  # circular, or an int too long to print
-        text = type(value).__name__
-    return text if len(text) <= 60 else text[:57] + "..."

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from state.ratelimit import DEFAULT_RATE as DEFAULT_RATE  # re-exported: the limits name them
+from agent_threads.config import AgentConfig
+from state.ratelimit import DEFAULT_RATE as DEFAULT_RATE  # re-exported: hook files' limits
 from state.ratelimit import Rate as Rate
 
 TriggerKind = Literal["on_exit", "on_output_match", "on_timeout"]
-
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ class HookFile:
     purpose: str | None = None
     context: dict[str, Any] = field(default_factory=dict)
     limits: Limits = Limits()
-    agent: dict[str, Any] = field(default_factory=dict)
+    agent: AgentConfig = field(default_factory=AgentConfig)
     sources: tuple[str, ...] = ()
     # The limits keys the file(s) wrote (set by the loader); the others are the defaults. Not
     # in spec.json: only merging files, and a thread's process, need it.
@@ -147,7 +147,7 @@ class HookFile:
             purpose=other.purpose if other.purpose is not None else self.purpose,
             context={**self.context, **other.context},
             limits=_merge_limits(self, other),
-            agent={**self.agent, **other.agent},
+            agent=self.agent.merge(other.agent),
             sources=self.sources + other.sources,
             limits_set=self.limits_set | other.limits_set,
         )
@@ -173,19 +173,21 @@ class HookFile:
             "context": self.context,
             "hooks": [h.to_json() for h in self.hooks],
             "limits": self.limits.to_json(),
-            "agent": self.agent,
+            "agent": self.agent.to_json(),
             "sources": list(self.sources),
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> HookFile:
+        """Raises: AgentConfigError (the agent section), KeyError or ValueError (the rest)."""
+        sources = tuple(data.get("sources", []))
         return cls(
             hooks=tuple(Hook.from_json(h) for h in data.get("hooks", [])),
             purpose=data.get("purpose"),
             context=dict(data.get("context") or {}),
             limits=Limits.from_json(data["limits"]) if "limits" in data else Limits(),
-            agent=dict(data.get("agent") or {}),
-            sources=tuple(data.get("sources", [])),
+            agent=AgentConfig.from_json(data.get("agent"), ", ".join(sources) or "a launch record"),
+            sources=sources,
         )
 
 

@@ -12,8 +12,7 @@ import anyio
 import yaml
 
 from agent_threads.hooks.shellrun import HookEvent, run_hooks
-from agent_threads.hooks.shellspec import EVENTS, ShellHook, parse_shell_hooks
-from state.paths import StatePaths
+from agent_threads.hooks.shellspec import EVENTS, ShellHook
 from supervise.errors import UserError
 from supervisor import views
 
@@ -28,8 +27,7 @@ def _hooks(path: str) -> tuple[ShellHook, ...]:
         raw = None  # the loaders below say what is wrong, with its line
     if isinstance(raw, dict) and isinstance(raw.get("hooks"), dict):
         return load_settings_hooks(path)  # a settings file: {hooks: {Event: [...]}}
-    hf = load_hook_file(path)
-    return parse_shell_hooks(hf.agent.get("hooks"), source=path)
+    return load_hook_file(path).agent.hooks or ()
 
 
 def _payload(args: argparse.Namespace) -> dict[str, Any]:
@@ -44,7 +42,7 @@ def _payload(args: argparse.Namespace) -> dict[str, Any]:
     return data
 
 
-def cmd_hooks_test(args: argparse.Namespace, _paths: StatePaths) -> int:
+def cmd_hooks_test(args: argparse.Namespace) -> int:
     if args.event not in EVENTS:
         raise UserError(f"--event must be one of {', '.join(EVENTS)}, got {args.event!r}")
     hooks = _hooks(args.file)

@@ -15,6 +15,8 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from agent_threads.problems import KeyPath, where
+
 # Named as a wheel's user can get it (no configs/ folder outside the repo).
 EXAMPLE = "migrate.yaml from `supervise examples DIR`"
 _MAX_NODES = 100_000  # aliases can blow a small YAML file up exponentially ("billion laughs")
@@ -22,22 +24,9 @@ _MAX_NODES = 100_000  # aliases can blow a small YAML file up exponentially ("bi
 # line breaks. Spaces keep JSON's line numbers.
 _JSON_AS_YAML = str.maketrans("\t\x85\u2028\u2029", "    ")
 
-KeyPath = tuple[str | int, ...]
-
 
 class ReadAbort(Exception):
     """The file cannot be read far enough to validate; the message is the one problem."""
-
-
-def dotted(path: KeyPath) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
-    return out
-
-
-def where(path: KeyPath) -> str:
-    return dotted(path) or "the top level"
 
 
 class Composer:

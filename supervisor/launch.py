@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from state.db import Store
 from state.paths import StatePaths
@@ -36,7 +35,8 @@ from supervise.errors import LaunchError, UserError
 from supervisor.clocks import boot_clock
 from supervisor.hookspec import HookFile, Limits
 from supervisor.identity import boot_id, start_time
-from supervisor.rundir import RunDir, seal_env, spec_text
+from supervisor.rundir import RunDir, seal_env
+from supervisor.runspec import Inherited, RunSpec, SettingsHooks
 
 SHIM = Path(__file__).with_name("shim.sh")
 READY_TIMEOUT_S = 10.0
@@ -55,7 +55,9 @@ class LaunchRequest:
     depth: int = 0
     parent_thread_id: int | None = None
     parent_limits: Limits | None = None  # a thread's process: keep the strictest limits
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    inherited: Inherited | None = None  # a thread's process: what the thread passes on
+    model_default: str | None = None  # its threads' model when nothing else names one
+    settings_hooks: SettingsHooks = field(default_factory=SettingsHooks)  # run --settings
     # Python block-buffers stdout to a file: its lines (and their hooks) would come 8 KiB
     # at a time. PYTHONUNBUFFERED=1 unless the environment says otherwise; False drops it.
     unbuffered: bool = True
@@ -160,23 +162,26 @@ def _insert_row(
         env_key=env_key,
     )
     # The record names the id: written in the transaction that creates the row.
-    return create_process(store, new, lambda row: spec_text(_spec(row, req, hooks)))
+    return create_process(store, new, lambda row: _spec(row, req, hooks).text())
 
 
-def _spec(row: ProcessRecord, req: LaunchRequest, hooks: HookFile) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "name": row.name,
-        "argv": list(req.argv),
-        "cwd": str(req.cwd),
-        "env_keys": list(req.env_keys),  # names only: values may be secrets
-        "depth": req.depth,
-        "parent_thread_id": req.parent_thread_id,
-        "started_at": row.started_at,
-        "hooks": hooks.to_json(),
-        "unbuffered": req.unbuffered,
-        **dict(req.extra),
-    }
+def _spec(row: ProcessRecord, req: LaunchRequest, hooks: HookFile) -> RunSpec:
+    """The launch record: built here only."""
+    return RunSpec(
+        id=row.id,
+        name=row.name,
+        argv=tuple(req.argv),
+        cwd=req.cwd,
+        env_keys=tuple(req.env_keys),  # names only: values may be secrets
+        depth=req.depth,
+        parent_thread_id=req.parent_thread_id,
+        started_at=row.started_at,
+        hooks=hooks,
+        unbuffered=req.unbuffered,
+        model_default=req.model_default,
+        settings_hooks=req.settings_hooks,
+        inherited=req.inherited,
+    )
 
 
 def _start_shim(run: RunDir, req: LaunchRequest) -> tuple[int, int]:

@@ -16,18 +16,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_MAX_LOG_BYTES = 64 * 1024 * 1024
+# The max_log_bytes setting's default (state/settings.py), for a Tracker not given one.
+from state.settings import DEFAULT_MAX_LOG_BYTES as DEFAULT_MAX_LOG_BYTES
+
 BLOCK = 4096
 _PUNCH_HOLE, _KEEP_SIZE = 0x02, 0x01
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 _libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
-
-
-def max_log_bytes(environ: dict[str, str] | None = None) -> int:
-    """The `max_log_bytes` setting: `SUPERVISE_MAX_LOG_BYTES`, else 64 MiB (0 = unbounded)."""
-    env = os.environ if environ is None else environ
-    raw = env.get("SUPERVISE_MAX_LOG_BYTES", "")
-    return int(raw) if raw.strip().isdigit() else DEFAULT_MAX_LOG_BYTES
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import os
 import signal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from supervise.errors import StateError
 
@@ -70,10 +70,10 @@ class RunDir:
     def write_spec(self, text: str) -> None:
         write_text_atomic(self.spec, text)
 
-    def read_spec(self) -> dict[str, Any]:
-        """spec.json as found: only for processes launched before the DB kept the record."""
-        data: dict[str, Any] = json.loads(self.spec.read_text())
-        return data
+    def read_spec(self) -> str:
+        """spec.json as found: only for processes launched before the DB kept the record
+        (`RunSpec.from_text` reads it)."""
+        return self.spec.read_text()
 
     def check_spec(self, recorded: str) -> None:
         """Refuse a spec.json that differs from the launch record (a missing one is fine:
@@ -168,11 +168,6 @@ class ExitRecord:
         if self.signal:
             return "signal"
         return "success" if self.exit_code == 0 else "exit-code"
-
-
-def spec_text(spec: dict[str, Any]) -> str:
-    """The launch record as stored in the DB and in spec.json, byte for byte."""
-    return json.dumps(spec, indent=1)  # key order kept: the prompt lists context as written
 
 
 def seal_env(env: dict[str, str]) -> tuple[bytes, str]:

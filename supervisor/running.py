@@ -10,17 +10,19 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from state.paths import StatePaths
+from state.settings import Settings
 from supervise.errors import HookFileError, UserError
 from supervisor.daemonlock import running_pid
 from supervisor.follow import follow_output, wait_for_file
-from supervisor.hookspec import HookFile
 from supervisor.rundir import RunDir
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # both import the agent packages: `ps` and `logs` start without them
     from state.db import Store
+    from supervisor.hookspec import HookFile
+    from supervisor.runspec import SettingsHooks
 
 HOOK_EXTENSIONS = (".yaml", ".yml", ".json")
 RECORD_WAIT_S = 15.0
@@ -47,6 +49,8 @@ def split_trailing_hooks(cmd: Sequence[str]) -> tuple[list[str], list[str]]:
 
 def load_hooks(files: Sequence[str]) -> HookFile:
     """Load and merge the hook files given to one run; every problem of every file at once."""
+    from supervisor.hookspec import HookFile
+
     merged, problems = HookFile(), []
     if files:
         from supervisor.hookfile import load_hook_file
@@ -75,12 +79,13 @@ def _parse_env(pairs: Sequence[str]) -> dict[str, str]:
     return env
 
 
-def ensure_daemon(paths: StatePaths) -> None:
+def ensure_daemon(paths: StatePaths, autostart: bool) -> None:
     """Start `supervise daemon` in the background unless one already holds the lock.
 
-    `SUPERVISE_AUTOSTART=0` turns this off (when systemd runs the daemon).
+    The autostart setting (`SUPERVISE_AUTOSTART=0`) turns this off (when systemd runs the
+    daemon).
     """
-    if os.environ.get("SUPERVISE_AUTOSTART", "1") == "0":
+    if not autostart:
         return
     if running_pid(paths.daemon_pid) is not None:
         return
@@ -98,34 +103,30 @@ def ensure_daemon(paths: StatePaths) -> None:
         ).returncode = 0  # it outlives us; never waited for
 
 
-def default_model(cwd: Path, given: str | None = None) -> str | None:
-    """The model named by `given`, else the settings; a relative script path made absolute."""
-    from agent_threads.models.resolve import check_name
-    from state.settings import load_settings
-
-    name = given or load_settings().model
+def default_model(cwd: Path, name: str | None) -> str | None:
+    """The model setting (checked already) with a relative script path made absolute."""
     if name is None:
         return None
-    check_name(name)
     if name.startswith("scripted:"):
         script = Path(name.removeprefix("scripted:")).expanduser()
         return f"scripted:{cwd / script}"
     return name
 
 
-def settings_hooks(given: str | None) -> dict[str, Any]:
-    """Shell hooks and extensions from `--settings FILE`, else `SUPERVISE_SETTINGS`, as JSON:
-    `{"shell": [...], "extensions": [...]}` (empty without either)."""
-    path = given or os.environ.get("SUPERVISE_SETTINGS")
-    if not path:
-        return {"shell": [], "extensions": []}
+def settings_hooks(path: Path | None) -> SettingsHooks:
+    """Shell hooks and extensions from the hook_settings setting (`--settings FILE`, else
+    `SUPERVISE_SETTINGS`); none without either."""
+    from supervisor.runspec import SettingsHooks
+
+    if path is None:
+        return SettingsHooks()
     from supervisor.hookfile import load_settings_file
 
     shell, extensions = load_settings_file(path)
-    return {"shell": [h.to_json() for h in shell], "extensions": extensions}
+    return SettingsHooks(shell, tuple(extensions))
 
 
-def cmd_run(args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_run(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -140,7 +141,7 @@ def cmd_run(args: argparse.Namespace, paths: StatePaths) -> int:
     from supervisor.launch import LaunchRequest, launch, resolve_command
 
     paths.ensure()
-    store = open_state_store(paths.db)
+    store = open_state_store(paths.db, settings.store)
     req = LaunchRequest(
         argv=cmd,
         cwd=cwd,
@@ -151,13 +152,11 @@ def cmd_run(args: argparse.Namespace, paths: StatePaths) -> int:
         unbuffered=not args.buffered,
         # The CLI's SUPERVISE_MODEL (or settings file) is the fallback for this run's threads:
         # the daemon may have been started from another shell.
-        extra={
-            "model_default": default_model(cwd),
-            "settings_hooks": settings_hooks(args.settings),
-        },
+        model_default=default_model(cwd, settings.model),
+        settings_hooks=settings_hooks(settings.hook_settings),
     )
     resolve_command(req.argv, req.cwd, req.env)  # bad input starts nothing, not even a daemon
-    ensure_daemon(paths)
+    ensure_daemon(paths, settings.autostart)
     row = launch(store, paths, req)
     if args.detach:
         if args.json:

@@ -20,8 +20,9 @@ from state.approvals import Decision
 from state.db import Store, open_state_store
 from state.entries import ExternalItem, append_external, read_entries
 from state.paths import StatePaths
+from state.settings import Settings
 from state.threads import SETTLED, TERMINAL, ThreadRecord, ThreadStatus, get_thread
-from supervise.errors import UserError
+from supervise.errors import SettingError, UserError
 from supervisor import views
 from supervisor.daemonlock import running_pid
 from supervisor.running import default_model, ensure_daemon, err, settings_hooks
@@ -43,9 +44,9 @@ def wake(paths: StatePaths) -> None:
 
 
 @contextmanager
-def _store(paths: StatePaths, *, readonly: bool = False) -> Iterator[Store]:
+def _store(paths: StatePaths, settings: Settings, *, readonly: bool = False) -> Iterator[Store]:
     paths.ensure()
-    store = open_state_store(paths.db, readonly=readonly)
+    store = open_state_store(paths.db, settings.store, readonly=readonly)
     try:
         yield store
     finally:
@@ -62,23 +63,20 @@ def _thread(store: Store, tid: int) -> ThreadRecord:
 # -- ask -----------------------------------------------------------------------------------
 
 
-def cmd_ask(args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_ask(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
     from agent_threads.permissions import Layer, Profile
-    from state.ratelimit import DEFAULT_RATE, Rate
-    from state.settings import load_settings
     from state.threads import NewThread, create_thread
 
     text = " ".join(args.prompt).strip()
     if not text:
         raise UserError('the prompt is empty; write: supervise ask "why did the job fail?"')
-    settings = load_settings()
     cwd = Path.cwd()
-    model = default_model(cwd, args.model)
+    model = default_model(cwd, settings.model)
+    rules, rate = settings.permissions, settings.rate
     try:
-        layer = Layer.from_mapping(settings.permissions) if settings.permissions else None
-        rate = Rate.parse(settings.rate) if settings.rate else DEFAULT_RATE
-    except ValueError as exc:
-        raise UserError(f"{settings.source}: {exc}") from None
+        layer = Layer.from_mapping(rules.as_mapping()) if rules is not None else None
+    except ValueError as exc:  # a rule's syntax: the resolver checks only the table's shape
+        raise SettingError(f"{settings.config}: permissions: {exc}") from None
     profile = Profile().inherit(layer)
     new = NewThread(
         trigger="user",
@@ -89,26 +87,28 @@ def cmd_ask(args: argparse.Namespace, paths: StatePaths) -> int:
         model=model,
         cwd=str(cwd),
         permissions=json.dumps(profile.to_json()),
-        hooks=json.dumps(settings_hooks(args.settings)),
+        hooks=json.dumps(settings_hooks(settings.hook_settings).to_json()),
     )
-    with _store(paths) as store:
+    with _store(paths, settings) as store:
         record = store.transact(lambda conn: create_thread(conn, new, rate))
-    ensure_daemon(paths)
+    ensure_daemon(paths, settings.autostart)
     wake(paths)
     if record.not_before > new.created_at + 0.5:
         err(
             f"supervise: thread t{record.id} waits for the rate limit ({rate.text}) until "
             f"{views.local(record.not_before)}"
         )
-    return _after_submit(args, paths, record.id, 0)
+    return _after_submit(args, paths, settings, record.id, 0)
 
 
-def _after_submit(args: argparse.Namespace, paths: StatePaths, tid: int, after: int) -> int:
+def _after_submit(
+    args: argparse.Namespace, paths: StatePaths, settings: Settings, tid: int, after: int
+) -> int:
     if args.detach:
         print(json.dumps({"id": f"t{tid}"}) if args.json else f"t{tid}")
         return 0
     err(f"supervise: thread t{tid} queued; following it (Ctrl-C stops following, not the thread)")
-    return follow_thread(paths, tid, after=after)
+    return follow_thread(paths, settings, tid, after=after)
 
 
 # -- following a thread ---------------------------------------------------------------------
@@ -116,6 +116,7 @@ def _after_submit(args: argparse.Namespace, paths: StatePaths, tid: int, after: 
 
 def follow_thread(
     paths: StatePaths,
+    settings: Settings,
     tid: int,
     *,
     after: int = 0,
@@ -137,7 +138,7 @@ def follow_thread(
         return t if t is not None and t.status in SETTLED else None
 
     try:
-        with _store(paths, readonly=True) as store:
+        with _store(paths, settings, readonly=True) as store:
             done = show(store)
             if done is None:
                 for _ in watch(
@@ -182,31 +183,33 @@ def _settled(t: ThreadRecord) -> int:
 # -- a person's decisions -------------------------------------------------------------------
 
 
-def _decide(paths: StatePaths, tid: int, decision: Decision, reason: str | None) -> int:
+def _decide(
+    paths: StatePaths, settings: Settings, tid: int, decision: Decision, reason: str | None
+) -> int:
     from agent_threads.entries import pending_approval
     from agent_threads.loop import describe_call
     from state.approvals import decide
 
-    with _store(paths) as store:
+    with _store(paths, settings) as store:
         _thread(store, tid)
         done = decide(store, tid, decision, pending=pending_approval, at=time.time(), reason=reason)
     if done.call is None:
         raise UserError(f"thread t{tid} is {done.status}, not waiting for approval")
-    ensure_daemon(paths)
+    ensure_daemon(paths, settings.autostart)
     wake(paths)
     print(f"t{tid}: {decision} {describe_call(done.call)}; the thread resumes")
     return 0
 
 
-def cmd_approve(args: argparse.Namespace, paths: StatePaths) -> int:
-    return _decide(paths, thread_id(args.id), "approved", None)
+def cmd_approve(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
+    return _decide(paths, settings, thread_id(args.id), "approved", None)
 
 
-def cmd_deny(args: argparse.Namespace, paths: StatePaths) -> int:
-    return _decide(paths, thread_id(args.id), "denied", args.reason)
+def cmd_deny(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
+    return _decide(paths, settings, thread_id(args.id), "denied", args.reason)
 
 
-def cmd_send(args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_send(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
     from agent_threads.entries import pending_approval
     from state.approvals import Approval
 
@@ -214,7 +217,7 @@ def cmd_send(args: argparse.Namespace, paths: StatePaths) -> int:
     text = " ".join(args.message).strip()
     if not text:
         raise UserError('the message is empty; write: supervise send t3 "try again"')
-    with _store(paths) as store:
+    with _store(paths, settings) as store:
         row = _thread(store, tid)
         items: list[ExternalItem] = []
         entries = read_entries(store, tid)
@@ -239,16 +242,16 @@ def cmd_send(args: argparse.Namespace, paths: StatePaths) -> int:
             f"thread t{tid} is {before}; send continues a finished or waiting thread "
             f"(wait for it, or supervise cancel t{tid})"
         )
-    ensure_daemon(paths)
+    ensure_daemon(paths, settings.autostart)
     wake(paths)
-    return _after_submit(args, paths, tid, last)
+    return _after_submit(args, paths, settings, tid, last)
 
 
-def cmd_cancel(args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_cancel(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
     from state.threads import cancel_thread
 
     tid = thread_id(args.id)
-    with _store(paths) as store:
+    with _store(paths, settings) as store:
         before = cancel_thread(store, tid, time.time())
     if before is None:
         raise UserError(f"no thread t{tid}; `supervise ps` lists them")
@@ -259,13 +262,14 @@ def cmd_cancel(args: argparse.Namespace, paths: StatePaths) -> int:
     return 0
 
 
-def cmd_retry(args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_retry(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
     from state.threads import set_model
 
     tid = thread_id(args.id)
-    model = default_model(Path.cwd(), args.model) if args.model else None
+    # Only --model changes the thread's model; the settings' does not override its own.
+    model = default_model(Path.cwd(), settings.model) if args.model else None
     note = "retried by a person" + (f" with model {model}" if model else "")
-    with _store(paths) as store:
+    with _store(paths, settings) as store:
         _thread(store, tid)
         before = append_external(
             store, tid, [("note", {"text": note})], allowed=("failed", "cancelled"), at=time.time()
@@ -277,20 +281,20 @@ def cmd_retry(args: argparse.Namespace, paths: StatePaths) -> int:
             )
         if model:
             set_model(store, tid, model)
-    ensure_daemon(paths)
+    ensure_daemon(paths, settings.autostart)
     wake(paths)
     print(f"t{tid}: queued again" + (f" with {model}" if model else ""))
     return 0
 
 
-def cmd_thread_show(args: argparse.Namespace, paths: StatePaths) -> int:
+def cmd_thread_show(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
     tid = thread_id(args.id)
-    with _store(paths, readonly=True) as store:
+    with _store(paths, settings, readonly=True) as store:
         row = _thread(store, tid)
         if args.follow and not args.json:
             # What `thread show` prints, as it happens: the prompt first, the answer once settled.
             print("\n".join([views.thread_head(row), *views.prompt_lines(row)]))
-            code = follow_thread(paths, tid)
+            code = follow_thread(paths, settings, tid)
             done = get_thread(store, tid)
             if code != 130 and done is not None:
                 for line in views.final_lines(done, read_entries(store, tid)):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,14 +18,15 @@ from typing import Any
 
 import anyio
 
-from agent_threads.extensions import Extensions, load_extensions
+from agent_threads.config import AgentConfig
+from agent_threads.extensions import load_extensions
 from agent_threads.hookpoints import HookPoints
-from agent_threads.hooks.shellspec import ShellHook, parse_shell_hooks
+from agent_threads.hooks.shellspec import ShellHook
 from agent_threads.hooks.system import SystemHookConfig
 from agent_threads.lifepoints import LifePoints
 from agent_threads.loop import BASE_PROMPT, LoopConfig
 from agent_threads.models.resolve import NO_MODEL, build_model, choose
-from agent_threads.permissions import Layer, Profile
+from agent_threads.permissions import Profile
 from agent_threads.runner import Prepared
 from agent_threads.sandbox import Sandbox, SandboxError, resolve
 from agent_threads.tools.base import LaunchedProcess, ToolContext
@@ -34,8 +34,7 @@ from agent_threads.tools.registry import default_tools
 from state.db import Store
 from state.paths import StatePaths
 from state.processes import get_process
-from state.ratelimit import Rate
-from state.sandboxpolicy import SandboxConfigError, SandboxPolicy
+from state.sandboxpolicy import SandboxPolicy
 from state.settings import Settings
 from state.threads import ThreadRecord
 from supervise.errors import ModelError, StateError, UserError
@@ -43,6 +42,7 @@ from supervisor.hookspec import HookFile, Limits
 from supervisor.launch import LaunchRequest, launch
 from supervisor.redaction import make_redact, tool_env
 from supervisor.rundir import RunDir
+from supervisor.runspec import Inherited, RunSpec, SettingsHooks
 
 log = logging.getLogger("supervise.daemon")
 
@@ -51,7 +51,7 @@ log = logging.getLogger("supervise.daemon")
 class Launched:
     """What a process's threads run under, as recorded when it was launched."""
 
-    spec: dict[str, Any]
+    spec: RunSpec
     env: dict[str, str] | None  # None: launched before env.json was kept
 
 
@@ -71,10 +71,10 @@ class ThreadHost:
     def prepare(self, info: ThreadRecord) -> Prepared:
         launched = self._launched(info.process_id)
         spec = launched.spec if launched else None
-        hooks = HookFile.from_json(spec["hooks"]) if spec else HookFile()
+        hooks = spec.hooks if spec else HookFile()
         agent = hooks.agent
-        cwd = Path(info.cwd or (spec or {}).get("cwd") or self.paths.home)
-        name = choose(info.model, agent.get("model"), (spec or {}).get("model_default"))
+        cwd = Path(info.cwd or (spec.cwd if spec else None) or self.paths.home)
+        name = choose(info.model, agent.model, spec.model_default if spec else None)
         name = choose(name, self.settings.model)
         if name is None:
             raise ModelError(NO_MODEL)
@@ -90,7 +90,13 @@ class ThreadHost:
             env["SUPERVISE_PROCESS_ID"] = str(info.process_id)
         limits = hooks.limits if spec else self._user_limits()
         policy = self._sandbox_policy(spec, agent)
-        sandbox = resolve(policy, self.env, self.paths.home, (output,) if output else ())
+        sandbox = resolve(
+            policy,
+            self.paths.home,
+            (output,) if output else (),
+            bwrap=self.settings.bwrap,
+            search_path=self.env.get("PATH"),
+        )
         ctx = ToolContext(
             thread_id=info.id,
             cwd=cwd,
@@ -99,13 +105,7 @@ class ThreadHost:
             output_path=output,
             sandbox=sandbox,
         )
-        shell_hooks = self._shell_hooks(info, spec, agent, hooks)
-        given = _settings(info.hooks if spec is None else spec.get("settings_hooks"))
-        extensions = [
-            *((spec or {}).get("parent_extensions") or []),
-            *given["extensions"],
-            *agent.get("extensions", []),
-        ]
+        shell_hooks, extensions = _hooks_and_extensions(info, spec, agent)
         ext = load_extensions(extensions, cwd)
         launcher = self._launcher(info, env, profile, limits, name, shell_hooks, ext.specs, sandbox)
         ctx = replace(ctx, launch=launcher)
@@ -116,10 +116,12 @@ class ThreadHost:
             profile=profile,
             ctx=ctx,
             system=system,
-            max_turns=int(agent.get("max_turns") or self.settings.max_turns),
-            budget_s=float(agent.get("timeout") or self.settings.thread_timeout),
+            max_turns=agent.max_turns or self.settings.max_turns,
+            budget_s=agent.timeout or self.settings.thread_timeout,
             hook_points=HookPoints(shell_hooks, ctx, agent_name=info.hook or "ask"),
-            system_hooks=_system_hooks(agent.get("system_hooks"), ext),
+            system_hooks=replace(
+                agent.system_hooks or SystemHookConfig(), extra=tuple(ext.triggers)
+            ),
             life=LifePoints(ext, thread_id=info.id, cwd=cwd, model=model.name),
         )
         return Prepared(cfg, redact=self._redact(launched))
@@ -138,8 +140,8 @@ class ThreadHost:
         run = RunDir(self.paths.run_dir(process_id))
         if row.spec is None:  # launched before the DB kept the record: spec.json is all
             try:
-                return Launched(run.read_spec(), None)
-            except (OSError, ValueError) as exc:
+                return Launched(RunSpec.from_text(run.read_spec(), str(run.spec)), None)
+            except OSError as exc:
                 raise ModelError(f"process {process_id}'s spec.json cannot be read: {exc}") from exc
         try:
             run.check_spec(row.spec)
@@ -147,8 +149,7 @@ class ThreadHost:
         except StateError as exc:
             log.warning("process %d: %s", process_id, exc)
             raise
-        spec: dict[str, Any] = json.loads(row.spec)
-        return Launched(spec, env)
+        return Launched(RunSpec.from_text(row.spec, f"process {process_id}'s launch record"), env)
 
     def _tool_env(self, launched: Launched | None) -> dict[str, str]:
         """The process's own environment (minus the model providers' keys), else ours."""
@@ -162,49 +163,21 @@ class ThreadHost:
             return self.redact
         return make_redact(self.env, launched.env)
 
-    def _profile(
-        self, info: ThreadRecord, spec: dict[str, Any] | None, agent: Mapping[str, Any]
-    ) -> Profile:
+    def _profile(self, info: ThreadRecord, spec: RunSpec | None, agent: AgentConfig) -> Profile:
         if spec is None:
             return Profile.from_json(json.loads(info.permissions or "[]"))
-        parent = Profile.from_json(spec.get("parent_permissions") or [])
-        own = agent.get("permissions")
-        return parent.inherit(Layer.from_mapping(own) if own is not None else None)
+        parent = spec.inherited.permissions if spec.inherited else Profile()
+        return parent.inherit(agent.permissions)
 
-    def _sandbox_policy(
-        self, spec: dict[str, Any] | None, agent: Mapping[str, Any]
-    ) -> SandboxPolicy:
+    def _sandbox_policy(self, spec: RunSpec | None, agent: AgentConfig) -> SandboxPolicy:
         """The hook file's agent.sandbox over the settings', never looser than the parent's."""
-        try:
-            raw = agent.get("sandbox")
-            policy = self.settings.sandbox
-            if raw is not None:
-                policy = SandboxPolicy.parse(raw).over(policy)
-            return policy.within(SandboxPolicy.from_json((spec or {}).get("parent_sandbox")))
-        except SandboxConfigError as exc:  # checked at load; a snapshot from an older version
-            raise SandboxError(f"agent.sandbox: {exc}") from exc
-
-    def _shell_hooks(
-        self,
-        info: ThreadRecord,
-        spec: dict[str, Any] | None,
-        agent: Mapping[str, Any],
-        hooks: HookFile,
-    ) -> tuple[ShellHook, ...]:
-        """Every shell hook of this thread: its parents', its settings file's, its own.
-
-        A thread started by a process that another thread launched runs the hooks of that
-        thread too: sub-agents never lose their hooks.
-        """
-        if spec is None:
-            return tuple(ShellHook.from_json(h) for h in _settings(info.hooks)["shell"])
-        inherited = [ShellHook.from_json(h) for h in spec.get("parent_shell_hooks") or []]
-        settings = [ShellHook.from_json(h) for h in _settings(spec.get("settings_hooks"))["shell"]]
-        source = ", ".join(hooks.sources)
-        return (*inherited, *settings, *parse_shell_hooks(agent.get("hooks"), source=source))
+        policy = self.settings.sandbox
+        if agent.sandbox is not None:
+            policy = agent.sandbox.over(policy)
+        return policy.within(spec.inherited.sandbox if spec and spec.inherited else None)
 
     def _user_limits(self) -> Limits:
-        return Limits(rate=Rate.parse(self.settings.rate)) if self.settings.rate else Limits()
+        return Limits(rate=self.settings.rate)
 
     def _launcher(
         self,
@@ -237,13 +210,8 @@ class ThreadHost:
                     depth=info.depth,
                     parent_thread_id=info.id,
                     parent_limits=limits,
-                    extra={
-                        "parent_permissions": profile.to_json(),
-                        "parent_shell_hooks": [h.to_json() for h in shell_hooks],
-                        "parent_extensions": list(extensions),
-                        "model_default": model,
-                        "parent_sandbox": sandbox.policy.to_json(),
-                    },
+                    inherited=Inherited(profile, shell_hooks, tuple(extensions), sandbox.policy),
+                    model_default=model,
                     wrap=wrap,
                 )
                 row = launch(self.store, self.paths, req)
@@ -255,20 +223,20 @@ class ThreadHost:
         return run_process
 
 
-def _settings(raw: Any) -> dict[str, Any]:
-    """A settings snapshot: `{"shell": [...], "extensions": [...]}` (JSON text or value)."""
-    data = json.loads(raw) if isinstance(raw, str) else raw
-    if isinstance(data, list):  # written before extensions came in: shell hooks only
-        return {"shell": data, "extensions": []}
-    data = data or {}
-    return {"shell": data.get("shell") or [], "extensions": data.get("extensions") or []}
+def _hooks_and_extensions(
+    info: ThreadRecord, spec: RunSpec | None, agent: AgentConfig
+) -> tuple[tuple[ShellHook, ...], list[str]]:
+    """Every shell hook and extension of this thread: its parent thread's, its settings
+    file's, its own.
 
-
-def _system_hooks(data: Any, ext: Extensions) -> SystemHookConfig:
-    try:
-        return replace(SystemHookConfig.from_mapping(data), extra=tuple(ext.triggers))
-    except ValueError as exc:  # checked at load; a snapshot from an older version
-        raise ModelError(f"agent.system_hooks: {exc}") from exc
+    A thread started by a process that another thread launched runs the hooks of that
+    thread too: sub-agents never lose their hooks.
+    """
+    given = spec.settings_hooks if spec else SettingsHooks.from_json(info.hooks)
+    inherited = spec.inherited if spec and spec.inherited else Inherited()
+    shell_hooks = (*inherited.shell_hooks, *given.shell, *(agent.hooks or ()))
+    extensions = [*inherited.extensions, *given.extensions, *(agent.extensions or ())]
+    return shell_hooks, extensions
 
 
 def _hooks(hooks: str | Mapping[str, Any] | None, cwd: Path) -> HookFile:
@@ -282,20 +250,16 @@ def _hooks(hooks: str | Mapping[str, Any] | None, cwd: Path) -> HookFile:
         hf = load_hook_mapping(hooks, "RunProcess hooks")
     else:
         raise UserError("hooks must be a hook file path or a mapping")
-    if hf.agent.get("extensions"):
+    if hf.agent.extensions:
         # Python code a thread wrote must never run in the daemon: only a person adds it.
         raise UserError(
             "a thread cannot add extensions (agent.extensions); its processes inherit the "
             "thread's own. Start the process yourself with `supervise run` to add one"
         )
-    if hf.agent.get("hooks"):
+    if hf.agent.hooks:
         # Shell hooks run unchecked by permissions: from a thread they would widen them.
         raise UserError(
             "a thread cannot add shell hooks (agent.hooks); its processes inherit the "
             "thread's own. Start the process yourself with `supervise run` to add some"
         )
     return hf
-
-
-def daemon_env() -> dict[str, str]:
-    return dict(os.environ)

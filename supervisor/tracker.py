@@ -7,7 +7,6 @@ them one at a time per process.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import time
@@ -23,13 +22,14 @@ from state.processes import LogPosition, ProcessEnd, ProcessRecord, TailState
 from supervise.errors import SuperviseError
 from supervisor import clocks
 from supervisor.firing import FireEvent, Outcome, commit_fires
-from supervisor.hookspec import Hook, HookFile, Limits, OnExit, OnOutputMatch, OnTimeout
+from supervisor.hookspec import Hook, Limits, OnExit, OnOutputMatch, OnTimeout
 from supervisor.identity import boot_id, is_same, start_time
 from supervisor.limits import Counter, scan_budget
 from supervisor.logcap import BLOCK, DEFAULT_MAX_LOG_BYTES, plan_punch, punch
 from supervisor.matching import Matcher
 from supervisor.redaction import make_redact, redact_text
 from supervisor.rundir import ExitRecord, RunDir
+from supervisor.runspec import RunSpec
 from supervisor.tailing import Lines, LogReader, TailPos, tail_lines
 
 log = logging.getLogger("supervise.daemon")
@@ -77,10 +77,13 @@ class Tracker:
         self.run = RunDir(paths.run_dir(row.id))
         # The launch record in the row, never spec.json (a tool could have written it); a
         # row from before schema 4 has none, and its spec.json is all there is.
-        spec = json.loads(row.spec) if row.spec is not None else self.run.read_spec()
+        if row.spec is not None:
+            spec = RunSpec.from_text(row.spec, f"process {row.id}'s launch record")
+        else:
+            spec = RunSpec.from_text(self.run.read_spec(), str(self.run.spec))
         self.env_key = row.env_key
         self._redact: Callable[[str], str] | None = None
-        self.hooks = HookFile.from_json(spec["hooks"])
+        self.hooks = spec.hooks
         self.command = row.command
         self.depth = row.depth
         self.started_at = row.started_at

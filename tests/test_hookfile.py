@@ -13,6 +13,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agent_threads.config import AgentConfig
+from agent_threads.permissions import Layer
 from supervise.errors import HookFileError
 from supervisor import hookfile
 from supervisor.hookfile import load_hook_file, load_hook_mapping, parse_hook_text
@@ -77,17 +79,19 @@ def test_yaml_example_loads_into_the_expected_values() -> None:
             "original_thread_summary": "User asked to refactor auth to use JWT tokens.",
         },
         limits=Limits(3, Rate(10, 60.0)),
-        agent={
+        agent=AgentConfig(
             # A relative script is anchored to the hook file's folder.
-            "model": f"scripted:{EXAMPLES.resolve() / 'migrate-turns.yaml'}",
-            "permissions": {
-                "allow": ["Read", "UpdatePlan", "Bash(tail:*)", "Bash(grep:*)"],
-                "ask": ["Edit", "Write"],
-                "deny": ["Bash(rm:*)"],
-            },
-            "max_turns": 20,
-            "timeout": 600,
-        },
+            model=f"scripted:{EXAMPLES.resolve() / 'migrate-turns.yaml'}",
+            permissions=Layer.from_mapping(
+                {
+                    "allow": ["Read", "UpdatePlan", "Bash(tail:*)", "Bash(grep:*)"],
+                    "ask": ["Edit", "Write"],
+                    "deny": ["Bash(rm:*)"],
+                }
+            ),
+            max_turns=20,
+            timeout=600.0,
+        ),
         sources=(str(path),),
     )
 

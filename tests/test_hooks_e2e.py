@@ -214,11 +214,12 @@ def test_depth_is_carried_by_processes_that_threads_start(env: Env, daemon: Daem
     # The seam a thread's RunProcess tool uses: launch() with the thread's depth and limits.
     from state.db import open_state_store
     from state.paths import StatePaths
+    from state.settings import store_settings
     from supervisor.hookspec import Hook, HookFile, Limits, OnExit
     from supervisor.launch import LaunchRequest, launch
 
     paths = StatePaths(env.home)
-    store = open_state_store(paths.db)
+    store = open_state_store(paths.db, store_settings())
     hooks = HookFile(hooks=(Hook("any", OnExit(None), "x"),), limits=Limits(max_depth=5))
     ids = []
     for depth in (2, 3):

@@ -169,12 +169,13 @@ def test_timeout_past_its_deadline_fires_at_restart(
 def test_a_launch_the_cli_never_finished_becomes_lost(env: Env, daemon: Daemon) -> None:
     # The CLI recorded the process and its run dir, then died before starting the shim.
     from state.db import open_state_store
-    from state.processes import NewProcess, create_process
+    from state.processes import NewProcess, ProcessRecord, create_process
+    from state.settings import store_settings
     from supervisor.hookspec import Hook, HookFile, OnExit
-    from supervisor.rundir import RunDir, spec_text
+    from supervisor.rundir import RunDir
     from supervisor.tracker import STARTING_GRACE_S
 
-    store = open_state_store(env.home / "state.db")
+    store = open_state_store(env.home / "state.db", store_settings())
     new = NewProcess(
         name="ghost",
         command="ghost",
@@ -184,10 +185,16 @@ def test_a_launch_the_cli_never_finished_becomes_lost(env: Env, daemon: Daemon) 
         started_at=time.time() - STARTING_GRACE_S + 1.0,
     )
     hooks = HookFile(hooks=(Hook("any", OnExit(None), "x"),))
-    row = create_process(store, new, lambda _: spec_text({"hooks": hooks.to_json()}))
+
+    def first_record(row: ProcessRecord) -> str:
+        # A record as the first versions wrote it (no newer fields).
+        record = {"id": row.id, "name": "ghost", "argv": ["ghost"], "cwd": str(env.work)}
+        return json.dumps({**record, "hooks": hooks.to_json()})
+
+    row = create_process(store, new, first_record)
     run = RunDir(env.home / "runs" / str(row.id))
     run.path.mkdir()
-    run.write_spec(spec_text({"hooks": hooks.to_json()}))
+    run.write_spec(first_record(row))
     p = env.wait_state(row.id, "lost", timeout=10)
     assert p["result"] == "lost"
     assert env.fires()[0]["spawned"]

@@ -105,7 +105,7 @@ def test_hook_file_sandbox_errors_at_file_line() -> None:
     with pytest.raises(UserError, match=r"h.yaml:3: agent.sandbox must be off, auto or"):
         parse_hook_text("purpose: x\nagent:\n  sandbox: sometimes\n", "h.yaml")
     hf = parse_hook_text("purpose: x\nagent:\n  sandbox: off\n", "h.yaml")
-    assert SandboxPolicy.parse(hf.agent["sandbox"]).mode == "off"
+    assert hf.agent.sandbox == SandboxPolicy("off")
 
 
 def test_settings_file_and_variable(tmp_path: Path) -> None:
@@ -163,7 +163,7 @@ def bash(
     output = home / "runs" / "1" / "output.log"
     base = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")}
     base.update(env or {})
-    sandbox = resolve(policy, base, home, (output,))
+    sandbox = resolve(policy, home, (output,), search_path=base["PATH"])
     tool_env = {**base, "SUPERVISE_HOME": str(home), "SUPERVISE_OUTPUT": str(output)}
     ctx = ToolContext(thread_id=1, cwd=work, env=tool_env, sandbox=sandbox)
 
@@ -286,10 +286,10 @@ def test_timeout_kills_the_whole_sandboxed_tree(place: tuple[Path, Path]) -> Non
 
 def test_required_without_bwrap_refuses(place: tuple[Path, Path]) -> None:
     home, _ = place
-    env = {"PATH": os.environ["PATH"], "SUPERVISE_BWRAP": "/nonexistent/bwrap"}
+    path, bwrap = os.environ["PATH"], "/nonexistent/bwrap"  # the bwrap setting
     with pytest.raises(SandboxError, match="required but the sandbox cannot run"):
-        resolve(SandboxPolicy("required"), env, home)
-    assert resolve(SandboxPolicy("off"), env, home).bwrap is None
+        resolve(SandboxPolicy("required"), home, bwrap=bwrap, search_path=path)
+    assert resolve(SandboxPolicy("off"), home, bwrap=bwrap, search_path=path).bwrap is None
     # A bwrap that is there but cannot make namespaces (a container without CAP_SYS_ADMIN):
     # the probe's own message is the reason given.
     broken = home.parent / "bwrap"
@@ -298,17 +298,16 @@ def test_required_without_bwrap_refuses(place: tuple[Path, Path]) -> None:
         "exit 1\n"
     )
     broken.chmod(0o755)
-    env["SUPERVISE_BWRAP"] = str(broken)
+    bwrap = str(broken)
     with pytest.raises(SandboxError, match="Creating new namespace failed: Operation not"):
-        resolve(SandboxPolicy("required"), env, home)
-    assert resolve(SandboxPolicy("auto"), env, home).warning is not None
+        resolve(SandboxPolicy("required"), home, bwrap=bwrap, search_path=path)
+    assert resolve(SandboxPolicy("auto"), home, bwrap=bwrap, search_path=path).warning is not None
 
 
 def test_auto_without_bwrap_warns_once(place: tuple[Path, Path]) -> None:
     home, work = place
-    env = {"SUPERVISE_BWRAP": "/nonexistent/bwrap"}
     output = home / "runs" / "1" / "output.log"
-    sandbox = resolve(SandboxPolicy(), {"PATH": os.environ["PATH"], **env}, home, (output,))
+    sandbox = resolve(SandboxPolicy(), home, (output,), bwrap="/nonexistent/bwrap")
     assert sandbox.bwrap is None and sandbox.warning is not None
     ctx = ToolContext(thread_id=1, cwd=work, env=dict(os.environ), sandbox=sandbox)
 

@@ -8,7 +8,7 @@ import tomllib
 from conftest import ROOT
 
 from agent_threads.permissions import Layer
-from state.settings import _FILE_KEYS, load_settings
+from state.settings import FILE_KEYS, load_settings
 from supervisor.hookspec import Rate
 
 EXAMPLE = ROOT / "configs" / "examples" / "settings.toml"
@@ -16,12 +16,13 @@ EXAMPLE = ROOT / "configs" / "examples" / "settings.toml"
 
 def test_the_example_shows_every_setting() -> None:
     keys = set(tomllib.loads(EXAMPLE.read_text()))
-    assert keys == set(_FILE_KEYS)
+    # db_url is shown commented out: unset, the default SQLite file is used.
+    assert keys | {"db_url"} == set(FILE_KEYS)
 
 
 def test_the_example_parses() -> None:
     s = load_settings({"SUPERVISE_CONFIG": str(EXAMPLE)})
-    assert s.source == str(EXAMPLE)
+    assert s.config == EXAMPLE
     assert (s.model, s.max_threads, s.max_turns, s.thread_timeout, s.stream) == (
         "openai:gpt-4.1-mini",
         4,
@@ -29,8 +30,9 @@ def test_the_example_parses() -> None:
         1800.0,
         True,
     )
-    assert s.rate is not None and Rate.parse(s.rate) == Rate(10, 60.0)
-    layer = Layer.from_mapping(s.permissions)
+    assert s.rate == Rate(10, 60.0)
+    assert s.permissions is not None
+    layer = Layer.from_mapping(s.permissions.as_mapping())
     assert layer.check("Bash", {"command": "git log -1"}).decision == "allow"
     assert layer.check("Bash", {"command": "rm -rf build"}).decision == "deny"
     assert layer.check("Edit", {"file_path": "a.py"}).decision == "ask"

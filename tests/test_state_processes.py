@@ -23,6 +23,7 @@ from state.processes import (
     mark_running,
 )
 from state.ratelimit import DEFAULT_RATE
+from state.settings import store_settings
 from supervise.errors import StateError
 
 
@@ -111,12 +112,13 @@ def test_the_tail_position_round_trips(store: Store) -> None:
 
 def test_a_read_only_store_of_a_missing_sqlite_file_reads_empty(tmp_path: Path) -> None:
     db = tmp_path / "state.db"
-    reader = open_state_store(db, readonly=True)
+    reader = open_state_store(db, store_settings(), readonly=True)
     assert list_processes(reader) == [] and get_process(reader, 1) is None
     assert not db.exists()  # reading created nothing
-    writer = open_state_store(db)
+    writer = open_state_store(db, store_settings())
     a = create_process(writer, new("a", 1.0), spec_of)
-    assert [p.id for p in list_processes(open_state_store(db, readonly=True))] == [a.id]
+    again = open_state_store(db, store_settings(), readonly=True)
+    assert [p.id for p in list_processes(again)] == [a.id]
 
 
 def _never(_: PlanInput) -> FirePlan:

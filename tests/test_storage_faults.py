@@ -293,12 +293,13 @@ def test_a_threads_process_keeps_the_parents_limits_not_the_defaults(
     # max_depth 6 applies (the defaults' 3 refused a spawn at depth 4), and a child file's
     # own limit is still no looser than the parent's.
     from state.db import open_state_store
+    from state.settings import store_settings
     from supervisor.hookfile import load_hook_mapping
     from supervisor.hookspec import Limits, Rate
     from supervisor.launch import LaunchRequest, launch
 
     paths = StatePaths(env.home)
-    store = open_state_store(paths.db)
+    store = open_state_store(paths.db, store_settings())
     parent = Limits(6, Rate(100, 60.0))
     plain = load_hook_mapping({"hooks": [{"on_exit": None, "instructions": "x"}]}, "RunProcess")
     loose = load_hook_mapping({"limits": {"max_depth": 9, "rate": "1000/minute"}}, "RunProcess")
@@ -412,14 +413,15 @@ def test_the_tracker_decides_a_timeout_on_the_boot_clock(tmp_path: Path) -> None
     # that says an hour passed) fires nothing; the tracker arms the rest.
     from state.db import open_state_store
     from state.processes import NewProcess, create_process
+    from state.settings import store_settings
     from supervisor.clocks import boot_clock
     from supervisor.hookspec import Hook, HookFile, OnTimeout
     from supervisor.identity import boot_id
-    from supervisor.rundir import RunDir, spec_text
+    from supervisor.rundir import RunDir
     from supervisor.tracker import Tracker
 
     paths = StatePaths(tmp_path / "home").ensure()
-    store = open_state_store(paths.db)
+    store = open_state_store(paths.db, store_settings())
     hooks = HookFile(hooks=(Hook("slow", OnTimeout(100.0), "x"),))
 
     def tracker(wall_ago: float, boot_ago: float) -> Tracker:
@@ -433,10 +435,12 @@ def test_the_tracker_decides_a_timeout_on_the_boot_clock(tmp_path: Path) -> None
             started_at=time.time() - wall_ago,
             started_boot=boot_clock() - boot_ago,
         )
-        row = create_process(store, new, lambda _: spec_text({"hooks": hooks.to_json()}))
+        row = create_process(store, new, lambda _: json.dumps({"hooks": hooks.to_json()}))
         run = RunDir(paths.run_dir(row.id))
         run.path.mkdir()
-        run.write_spec(spec_text({"hooks": hooks.to_json()}))
+        # A record as the first versions wrote it (in spec.json only, no newer fields).
+        record = {"id": row.id, "name": "p", "argv": ["p"], "cwd": str(tmp_path)}
+        run.write_spec(json.dumps({**record, "hooks": hooks.to_json()}))
         return Tracker(store, paths, row)
 
     early = tracker(wall_ago=3600.0, boot_ago=10.0)  # the wall clock stepped an hour forward

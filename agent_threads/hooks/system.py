@@ -83,6 +83,32 @@ class SystemHookConfig:
             _options(name, value, off, messages, opts)
         return cls(frozenset(off), messages, **opts)
 
+    def to_json(self) -> dict[str, Any]:
+        """The `agent.system_hooks` mapping that `from_mapping` reads back as this config
+        (the extensions' triggers aside: they come with the extensions)."""
+        default = SystemHookConfig()
+        options: dict[str, dict[str, Any]] = {name: {} for name in NAMES}
+        if self.docs != default.docs:
+            options["plan_completion"]["docs"] = list(self.docs)
+        if self.sensitive != default.sensitive:
+            options["sensitive_file"]["globs"] = list(self.sensitive)
+        if self.window != default.window:
+            options["context_usage"]["window"] = self.window
+        if self.ratio != default.ratio:
+            options["context_usage"]["ratio"] = self.ratio
+        if self.many_files != default.many_files:
+            options["many_files"]["threshold"] = self.many_files
+        out: dict[str, Any] = {}
+        for name in NAMES:
+            body = options[name]
+            if name in self.messages:
+                body["message"] = self.messages[name]
+            if name in self.off:
+                out[name] = {"enabled": False, **body} if body else False
+            elif body:
+                out[name] = body
+        return out
+
 
 _KEYS = {
     "plan_completion": ("enabled", "message", "docs"),

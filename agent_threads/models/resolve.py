@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from agent_threads.chat import Model
-from supervise.errors import ModelError, UserError
+from supervise.errors import ModelError
 
-PROVIDERS = ("openai", "anthropic", "scripted")
 NO_MODEL = "no model configured: set agent.model in the hook file or SUPERVISE_MODEL"
 
 
@@ -23,22 +22,6 @@ def choose(*candidates: str | None) -> str | None:
         if c and c.strip():
             return c.strip()
     return None
-
-
-def check_name(name: str) -> str:
-    """Validate `provider:model` early (CLI flags, settings).
-
-    Raises:
-        UserError: the provider is unknown or the model part is missing.
-    """
-    provider, _, model = name.partition(":")
-    if provider not in PROVIDERS or not model:
-        raise UserError(
-            f"model must be provider:name with provider one of {', '.join(PROVIDERS)}, "
-            f"got {name!r}; e.g. openai:gpt-4.1-mini, anthropic:claude-sonnet-4-5, "
-            "scripted:turns.yaml"
-        )
-    return name
 
 
 def build_model(name: str, env: Mapping[str, str], *, cwd: Path, stream: bool = True) -> Model:
