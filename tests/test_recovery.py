@@ -46,9 +46,9 @@ def test_exit_while_daemon_down_fires_on_restart_with_real_code(env: Env, daemon
     p = env.wait_state(pid, "exited")
     assert p["exit_code"] == 4
     fires = env.fires()
-    # In the order they happened: the exit (at its recorded time) before the match, which
-    # happened when the restarted daemon read it.
-    assert [(f["hook"], f["exit_code"]) for f in fires] == [("four", 4), ("mark", None)]
+    # In the order they happened: the line was printed before the exit, and its fire is
+    # stamped no later than the exit although the restarted daemon read it after.
+    assert [(f["hook"], f["exit_code"]) for f in fires] == [("mark", None), ("four", 4)]
     assert "exit code: 4 — failure" in env.cli("thread", "show", "t2").stdout
     # A fire is stamped when its trigger happened: the exit when it happened, and the line,
     # read after the exit though written before it, no later than the exit. A thread is
