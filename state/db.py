@@ -116,7 +116,11 @@ class Store:
             else self.engine
         )
         if not readonly:
-            self.transact(self._migrate)
+            try:
+                self.transact(self._migrate)
+            except BaseException:
+                self.engine.dispose()  # refused (too new, unreachable): no connection left open
+                raise
 
     @property
     def where(self) -> str:
