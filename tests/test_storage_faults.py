@@ -435,7 +435,19 @@ def test_the_tracker_decides_a_timeout_on_the_boot_clock(tmp_path: Path) -> None
             started_at=time.time() - wall_ago,
             started_boot=boot_clock() - boot_ago,
         )
-        row = create_process(store, new, lambda _: json.dumps({"hooks": hooks.to_json()}))
+        row = create_process(
+            store,
+            new,
+            lambda r: json.dumps(
+                {
+                    "id": r.id,
+                    "name": "p",
+                    "argv": ["p"],
+                    "cwd": str(tmp_path),
+                    "hooks": hooks.to_json(),
+                }
+            ),
+        )
         run = RunDir(paths.run_dir(row.id))
         run.path.mkdir()
         # A record as the first versions wrote it (in spec.json only, no newer fields).
