@@ -16,7 +16,6 @@ from state.settings import Settings, load_settings
 from supervise.errors import HookFileError, SuperviseError, UserError
 from supervisor import views
 from supervisor.daemonlock import running_pid
-from supervisor.follow import child_output, follow_output
 from supervisor.redaction import make_redact
 from supervisor.rundir import RunDir
 from supervisor.running import cmd_run, err
@@ -291,6 +290,8 @@ def _process(paths: StatePaths, settings: Settings, process_id: int) -> ProcessR
 
 
 def cmd_logs(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
+    from supervisor.follow import child_output, follow_output  # asyncio and inotify: logs only
+
     row = _process(paths, settings, args.id)
     run = RunDir(paths.run_dir(args.id))
     shim = (row.shim_pid, row.shim_started)

@@ -16,7 +16,6 @@ from state.paths import StatePaths
 from state.settings import Settings
 from supervise.errors import HookFileError, UserError
 from supervisor.daemonlock import running_pid
-from supervisor.follow import follow_output, wait_for_file
 from supervisor.rundir import RunDir
 
 if TYPE_CHECKING:  # both import the agent packages: `ps` and `logs` start without them
@@ -173,6 +172,9 @@ def cmd_run(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> 
 def _attach(
     store: Store, paths: StatePaths, pid: int, shim: tuple[int | None, float | None]
 ) -> int:
+    # Here, not at the top: `ps` imports this module, and follow brings asyncio and inotify.
+    from supervisor.follow import follow_output, wait_for_file
+
     run = RunDir(paths.run_dir(pid))
     with contextlib.suppress(OSError):
         run.attached.touch()  # asks the daemon to touch `recorded` when it has committed
