@@ -128,38 +128,12 @@ class Store:
 
     def _engine(self, readonly: bool) -> Engine:
         if self.backend == "postgresql":
-            try:
-                import psycopg  # noqa: F401  # SQLAlchemy loads it by name; say what to install
-            except ImportError:
-                raise UserError(
-                    f"SUPERVISE_DB_URL names PostgreSQL ({self.where}) but its driver is not "
-                    "installed: pip install 'supervise[postgresql]'"
-                ) from None
-            engine = create_engine(
-                self.target.url,
-                connect_args={"connect_timeout": max(1, round(self.timeout))},
-                pool_pre_ping=True,
-            )
-            ms = max(1, round(self.timeout * 1000))
-
-            def on_connect(dbapi_conn: Any, _record: Any) -> None:
-                cur = dbapi_conn.cursor()
-                cur.execute(f"SET lock_timeout = {ms}")
-                cur.close()
-                dbapi_conn.commit()
-
-            event.listen(engine, "connect", on_connect)
-            return engine
+            return self._postgres_engine()
         path = self.target.sqlite_path
         assert path is not None
-        if readonly and not path.exists():
-            # Nothing recorded yet: an empty in-memory schema answers every read.
-            engine = create_engine("sqlite://")
-            from state.tables import metadata
-
-            metadata.create_all(engine)
-            return engine
-        if not readonly and not path.exists():
+        if readonly:
+            return _empty_engine() if not path.exists() else self._sqlite_reader(path)
+        if not path.exists():
             # Created 0600 before SQLite touches it: transcripts may hold private data.
             try:
                 os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
@@ -168,18 +142,46 @@ class Store:
                     f"{path}: cannot create the state database: {exc.strerror}; make "
                     f"{path.parent} writable, or set SUPERVISE_HOME to a writable directory"
                 ) from exc
-        url = f"sqlite:///file:{path}?mode=ro&uri=true" if readonly else self.target.url
+        return self._sqlite_engine(self.target.url, _sqlite_connect)
+
+    def _sqlite_engine(self, url: str, on_connect: Callable[[Any, Any], None]) -> Engine:
         engine = create_engine(
             url, connect_args={"timeout": self.timeout, "check_same_thread": False}
         )
-        event.listen(engine, "connect", _sqlite_connect if not readonly else _sqlite_ro)
+        event.listen(engine, "connect", on_connect)
         event.listen(engine, "begin", _sqlite_begin)
-        if readonly and "process" not in inspect(engine).get_table_names():
-            engine.dispose()  # created, never migrated: as empty as a missing file
-            engine = create_engine("sqlite://")
-            from state.tables import metadata
+        return engine
 
-            metadata.create_all(engine)
+    def _sqlite_reader(self, path: Path) -> Engine:
+        engine = self._sqlite_engine(f"sqlite:///file:{path}?mode=ro&uri=true", _sqlite_ro)
+        if "process" in inspect(engine).get_table_names():
+            return engine
+        engine.dispose()  # created, never migrated: as empty as a missing file
+        return _empty_engine()
+
+    def _postgres_engine(self) -> Engine:
+        try:
+            import psycopg  # noqa: F401  # SQLAlchemy loads it by name; say what to install
+        except ImportError:
+            raise UserError(
+                f"SUPERVISE_DB_URL names PostgreSQL ({self.where}) but its driver is not "
+                "installed: pip install 'supervise[postgresql]'"
+            ) from None
+        engine = create_engine(
+            self.target.url,
+            connect_args={"connect_timeout": max(1, round(self.timeout))},
+            pool_pre_ping=True,
+        )
+        ms = max(1, round(self.timeout * 1000))
+
+        def on_connect(dbapi_conn: Any, _record: Any) -> None:
+            # A lock held past the timeout fails the statement (55P03: DatabaseLocked).
+            cur = dbapi_conn.cursor()
+            cur.execute(f"SET lock_timeout = {ms}")
+            cur.close()
+            dbapi_conn.commit()
+
+        event.listen(engine, "connect", on_connect)
         return engine
 
     def _migrate(self, conn: Connection) -> None:
@@ -198,26 +200,32 @@ class Store:
 
     def error(self, exc: BaseException) -> StateError:
         """A StateError naming the database, for a failure the database reported."""
-        where = self.where
         text_ = str(getattr(exc, "orig", exc)).strip()
         state = _sqlstate(exc)
         if "locked" in text_ or "busy" in text_ or state in _LOCK_SQLSTATES:
             return DatabaseLocked(
-                f"{where}: the state database stayed locked for {self.timeout:g}s (another "
-                "program holds a write lock); retry, or raise SUPERVISE_DB_TIMEOUT"
+                f"{self.where}: the state database stayed locked for {self.timeout:g}s "
+                "(another program holds a write lock); retry, or raise SUPERVISE_DB_TIMEOUT"
             )
         if state in _RETRY_SQLSTATES:
             return DatabaseLocked(
-                f"{where}: a transaction kept conflicting with another writer ({text_}); retry"
+                f"{self.where}: a transaction kept conflicting with another writer ({text_}); "
+                "retry"
             )
         if self.backend == "postgresql":
-            if (isinstance(exc, DBAPIError) and exc.connection_invalidated) or state is None:
-                return StateError(
-                    f"{where}: cannot reach the state database ({text_}); check "
-                    "SUPERVISE_DB_URL and that PostgreSQL is running"
-                )
-            return StateError(f"{where}: the state database failed: {text_}")
-        path = self.target.sqlite_path
+            return self._postgres_error(exc, text_, state)
+        return self._sqlite_error(text_)
+
+    def _postgres_error(self, exc: BaseException, text_: str, state: str | None) -> StateError:
+        if (isinstance(exc, DBAPIError) and exc.connection_invalidated) or state is None:
+            return StateError(
+                f"{self.where}: cannot reach the state database ({text_}); check "
+                "SUPERVISE_DB_URL and that PostgreSQL is running"
+            )
+        return StateError(f"{self.where}: the state database failed: {text_}")
+
+    def _sqlite_error(self, text_: str) -> StateError:
+        where, path = self.where, self.target.sqlite_path
         assert path is not None
         # "database or disk is full", or "disk I/O error" (EFBIG/ENOSPC mid-write): both
         # clear once space returns.
@@ -279,6 +287,15 @@ class Store:
 
 def _sqlite_ro(dbapi_conn: Any, _record: Any) -> None:
     dbapi_conn.isolation_level = None
+
+
+def _empty_engine() -> Engine:
+    """An in-memory database with the schema: what a state dir with nothing recorded reads as."""
+    from state.tables import metadata
+
+    engine = create_engine("sqlite://")
+    metadata.create_all(engine)
+    return engine
 
 
 def open_store(target: DatabaseTarget, *, timeout: float, readonly: bool = False) -> Store:
