@@ -117,7 +117,7 @@ class Store:
         )
         if not readonly:
             try:
-                self.transact(self._migrate)
+                self._migrate_when_free()
             except BaseException:
                 self.engine.dispose()  # refused (too new, unreachable): no connection left open
                 raise
@@ -183,6 +183,23 @@ class Store:
 
         event.listen(engine, "connect", on_connect)
         return engine
+
+    def _migrate_when_free(self) -> None:
+        """Migrate, waiting up to the timeout for other stores opening the database at once.
+
+        On a new SQLite file, switching to WAL needs the file to itself, and SQLite answers a
+        connection that would otherwise deadlock with "locked" at once, not after its busy
+        timeout; the others are done in milliseconds, so try again until the timeout.
+        """
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                self.transact(self._migrate)
+                return
+            except DatabaseLocked:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.02)
 
     def _migrate(self, conn: Connection) -> None:
         if self.backend == "postgresql":
