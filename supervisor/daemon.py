@@ -41,6 +41,7 @@ from state.paths import StatePaths
 from state.processes import ProcessRecord, active_processes, get_process
 from state.settings import Settings
 from supervise.errors import SuperviseError
+from supervisor import wakes
 from supervisor.coalesce import next_gap, read_delay
 from supervisor.daemonlock import DaemonLock
 from supervisor.inotify import (
@@ -60,6 +61,7 @@ from supervisor.inotify import (
 from supervisor.redaction import RedactingFilter, make_redact
 from supervisor.threadhost import ThreadHost
 from supervisor.tracker import RUN_DIR_GONE, StepResult, Tracker, lose_unknown
+from supervisor.wakes import CHANGE, LIVENESS, OUTPUT, TimeoutDue, Wake
 
 log = logging.getLogger("supervise.daemon")
 
@@ -71,7 +73,6 @@ COALESCE_S = 0.001  # after a wake-up, let a burst of control events collapse
 # No IN_MODIFY: output has its own one-shot watch (see the module's docstring).
 RUN_DIR_EVENTS = IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE
 OUTPUT_EVENTS = IN_MODIFY | IN_ONESHOT
-OUTPUT = "output"  # the reason for a step that only reads new output
 QUIET_FILES = {"recorded", "attached"}  # no news about the process
 
 
@@ -102,7 +103,7 @@ class Daemon:
         self.prefetched: dict[int, ProcessRecord] = {}
         self.prefetched_counters: dict[int, dict[str, Counter]] = {}
         self.max_log_bytes = settings.max_log_bytes
-        self.pending: dict[int, set[str]] = {}
+        self.pending: dict[int, set[Wake]] = {}
         self.wake = anyio.Event()
         self.caught_up = anyio.Event()
         self.failing: dict[int, str] = {}  # process id -> when and why its step first failed
@@ -126,7 +127,7 @@ class Daemon:
 
     # -- queueing work ---------------------------------------------------------------------
 
-    def enqueue(self, process_id: int, reason: str = "change") -> None:
+    def enqueue(self, process_id: int, reason: Wake = CHANGE) -> None:
         self.pending.setdefault(process_id, set()).add(reason)
         self.wake.set()
 
@@ -172,7 +173,7 @@ class Daemon:
         log.info("recovering %d process(es) not known to have ended", len(ids))
         for pid in ids:
             self._watch_dir(pid)
-            self.enqueue(pid, "liveness")
+            self.enqueue(pid, LIVENESS)
 
     # -- watching files --------------------------------------------------------------------
 
@@ -255,7 +256,7 @@ class Daemon:
             return self.output_due
         return max(self.output_due, min(self.busy.values()))
 
-    def _take_outputs(self, batch: dict[int, set[str]]) -> None:
+    def _take_outputs(self, batch: dict[int, set[Wake]]) -> None:
         """Add an output read for each busy process and each one written to since its watch
         was armed."""
         now = time.monotonic()
@@ -299,7 +300,7 @@ class Daemon:
             return
         if ev.wd == self.runs_wd:
             if ev.name.isdigit() and ev.mask & (IN_DELETE | IN_MOVED_FROM):
-                self.enqueue(int(ev.name), "liveness")  # its step finds the run dir gone
+                self.enqueue(int(ev.name), LIVENESS)  # its step finds the run dir gone
             elif ev.name.isdigit():
                 self._watch_dir(int(ev.name))
                 self.enqueue(int(ev.name))
@@ -364,7 +365,7 @@ class Daemon:
             self.caught_up.set()  # the first batch holds every process recovery found
 
     def _steps(
-        self, items: list[tuple[int, set[str]]]
+        self, items: list[tuple[int, set[Wake]]]
     ) -> tuple[list[tuple[int, StepResult | Exception | None]], float]:
         """Step processes in order for one slice of time: a hop to a worker thread per
         process cost more than most steps (a thousand at recovery). Also returns the CPU
@@ -392,16 +393,16 @@ class Daemon:
         else:
             log.error("process %d: step failed; retrying in %gs", pid, RETRY_S, exc_info=exc)
         self._drop_tracker(pid)
-        self._arm_after(pid, "liveness", RETRY_S, "retry")
+        self._arm_after(pid, LIVENESS, RETRY_S, "retry")
 
     def _drop_tracker(self, pid: int) -> None:
         tracker = self.trackers.pop(pid, None)
         if tracker is not None:
             tracker.close()
 
-    def _step(self, pid: int, reasons: set[str]) -> StepResult | None:
+    def _step(self, pid: int, reasons: set[Wake]) -> StepResult | None:
         tracker = self.trackers.get(pid)
-        if tracker is not None and reasons == {OUTPUT}:
+        if tracker is not None and wakes.only_output(reasons):
             return tracker.read_output()
         if tracker is None:
             row = self.prefetched.pop(pid, None)
@@ -423,9 +424,10 @@ class Daemon:
                     lose_unknown(self.store, row, RUN_DIR_GONE, clock=self.clock)
                     return StepResult(ended=True)
                 return None  # the CLI has not written spec.json yet; its write brings us back
-            reasons = reasons | {"liveness"}
-        due = [r.split(":", 1)[1] for r in reasons if r.startswith("timeout:")]
-        return tracker.step(check_liveness="liveness" in reasons, timeouts_due=due)
+            reasons = reasons | {LIVENESS}
+        return tracker.step(
+            check_liveness=wakes.check_liveness(reasons), timeouts_due=wakes.timeouts_due(reasons)
+        )
 
     def _after(self, pid: int, res: StepResult) -> None:
         if not res.ended:
@@ -442,7 +444,7 @@ class Daemon:
         for hook, delay in res.timeouts:
             self._arm_timeout(pid, hook, delay)
         if res.recheck_at is not None:
-            self._arm(pid, "liveness", res.recheck_at, "recheck")
+            self._arm(pid, LIVENESS, res.recheck_at, "recheck")
         if res.watch_pid is not None and pid not in self.watch_scopes:
             self._watch_pid(pid, res.watch_pid)
         if res.launched and pid in self.watch_scopes:
@@ -468,13 +470,13 @@ class Daemon:
         """Look at timeout `hook` of process `pid` in `delay` seconds. A long wait wakes
         every MAX_TIMER_S: the tracker decides on the boot clock, which also counts a
         suspend (the event loop's clock does not), and returns the rest to arm again."""
-        self._arm_after(pid, f"timeout:{hook}", min(delay, MAX_TIMER_S), f"timeout:{hook}")
+        self._arm_after(pid, TimeoutDue(hook), min(delay, MAX_TIMER_S), f"timeout:{hook}")
 
-    def _arm(self, pid: int, reason: str, when: float, name: str) -> None:
+    def _arm(self, pid: int, reason: Wake, when: float, name: str) -> None:
         """Enqueue `reason` for process `pid` at wall-clock time `when`."""
         self._arm_after(pid, reason, when - self.clock(), name)
 
-    def _arm_after(self, pid: int, reason: str, delay: float, name: str) -> None:
+    def _arm_after(self, pid: int, reason: Wake, delay: float, name: str) -> None:
         """Enqueue `reason` for process `pid` in `delay` seconds (at once if 0 or less),
         replacing its timer `name`. Counted on the event loop's monotonic clock: a
         wall-clock step neither hastens nor delays it."""
@@ -488,7 +490,7 @@ class Daemon:
             delay, self._due, pid, reason, name
         )
 
-    def _due(self, pid: int, reason: str, name: str) -> None:
+    def _due(self, pid: int, reason: Wake, name: str) -> None:
         self.timers.pop((pid, name), None)
         self.enqueue(pid, reason)
 
@@ -498,7 +500,7 @@ class Daemon:
         try:
             fd = os.pidfd_open(os_pid)
         except (ProcessLookupError, OSError):
-            self.enqueue(pid, "liveness")
+            self.enqueue(pid, LIVENESS)
             return
         scope = anyio.CancelScope()
         self.watch_scopes[pid] = scope
@@ -510,7 +512,7 @@ class Daemon:
             with scope:
                 await anyio.wait_readable(fd)
                 self.watch_scopes.pop(pid, None)
-                self.enqueue(pid, "liveness")
+                self.enqueue(pid, LIVENESS)
         finally:
             anyio.notify_closing(fd)
             os.close(fd)

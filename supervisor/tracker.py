@@ -20,9 +20,9 @@ from state.db import Store
 from state.paths import StatePaths
 from state.processes import LogPosition, ProcessEnd, ProcessRecord, TailState
 from supervise.errors import SuperviseError
-from supervisor import clocks
+from supervisor import clocks, triggers
 from supervisor.firing import FireEvent, Outcome, commit_fires
-from supervisor.hookspec import Hook, Limits, OnExit, OnOutputMatch, OnTimeout
+from supervisor.hookspec import Hook, Limits, OnOutputMatch
 from supervisor.identity import boot_id, is_same, start_time
 from supervisor.limits import Counter, scan_budget
 from supervisor.logcap import BLOCK, DEFAULT_MAX_LOG_BYTES, plan_punch, punch
@@ -31,6 +31,7 @@ from supervisor.redaction import make_redact, redact_text
 from supervisor.rundir import ExitRecord, RunDir
 from supervisor.runspec import RunSpec
 from supervisor.tailing import Lines, LogReader, TailPos, tail_lines
+from supervisor.triggers import LogOffset, NewLogOffset
 
 log = logging.getLogger("supervise.daemon")
 
@@ -38,7 +39,6 @@ RUN_DIR_GONE = "run dir deleted"
 VERIFY_EVERY_S = 1.0  # coalesced reads look for a rotated output.log at most this often
 SAVE_EVERY = 64 * 1024 * 1024  # bytes scanned without a fire before the offset is saved anyway
 STARTING_GRACE_S = 60.0  # a row still "starting" after this, with no shim, was never launched
-TIMER_SLACK_S = 0.05  # a timeout woken this early is due: timers may wake a hair before
 
 
 @dataclass
@@ -330,28 +330,36 @@ class Tracker:
             self.new_pos = TailPos()
 
     def _match_events(
-        self, lines: Lines, budget: list[int], key: str, base: int, source: Path | None = None
+        self,
+        lines: Lines,
+        budget: list[int],
+        origin: LogOffset | NewLogOffset,
+        source: Path | None = None,
     ) -> list[FireEvent]:
-        """The fires of the lines' matches, keyed `key` + (`base` + the match's offset in
-        `lines`): `@N` is a position in the child's output, `@iINODE+N` one in a new output.log."""
-        now = self.clock()
-        if self.exited_at is not None:
-            # Read after the exit (the same batch, or a restart), but written before it: a
-            # fire's `at` never follows the exit it came before.
-            now = min(now, self.exited_at)
-        events = []
-        for m in self.matcher.scan(lines.data, budget):
-            hook = self.match_hooks[m.pattern]
-            text = lines.data[m.start : m.end].decode("utf-8", "replace").rstrip("\r")
-            assert isinstance(hook.trigger, OnOutputMatch)
-            facts = replace(
-                self._facts(hook, now, lines.start + m.end + 1, source),
-                matched_line=text,
-                pattern=hook.trigger.pattern,
-            )
-            fire_key = f"{self.id}:{hook.name}:{key}{base + m.start}"
-            events.append(FireEvent(hook, fire_key, now, text, facts))
-        return events
+        """The fires of the lines' matches, keyed from `origin`: the key of `lines`' first
+        byte (a position in the child's output, or one in a new output.log)."""
+        matches = self.matcher.scan(lines.data, budget)
+        if not matches:
+            return []
+        at = triggers.match_time(self.clock(), self.exited_at)
+        fires = triggers.match_fires(
+            self.id, self.match_hooks, matches, lines.data, lines.start, origin, at
+        )
+        return [self._event(f, source) for f in fires]
+
+    def _event(self, fire: triggers.Fire, source: Path | None = None) -> FireEvent:
+        """The fire with what every fire tells its thread (the output's tail is read here)."""
+        facts = replace(
+            self._facts(fire.hook, fire.at, fire.tail_end, source),
+            exit_code=fire.exit_code,
+            signal=fire.signal,
+            matched_line=fire.matched_line,
+            pattern=fire.pattern,
+            timeout_s=fire.timeout_s,
+        )
+        return FireEvent(
+            fire.hook, fire.key.text, fire.at, fire.detail, facts, fire.exit_code, fire.refuse
+        )
 
     def _commit_new_lines(self, lines: Lines, budget: list[int], res: StepResult) -> None:
         if lines.pos.inode is not None and lines.pos.inode == self.pos.inode:
@@ -359,7 +367,7 @@ class Tracker:
         assert self.new_reader is not None
         # Its own keys: offsets in this file are not positions in the child's output.
         events = self._match_events(
-            lines, budget, f"@i{lines.pos.inode}+", lines.start, self.new_reader.held
+            lines, budget, NewLogOffset(lines.pos.inode, lines.start), self.new_reader.held
         )
         first = lines.pos.inode != self.new_pos.inode
         self.new_pos = lines.pos
@@ -394,7 +402,7 @@ class Tracker:
 
     def _commit_lines(self, lines: Lines, budget: list[int], res: StepResult) -> None:
         base = self.archived + (self.pos.offset if lines.restarted else 0)
-        events = self._match_events(lines, budget, "@", base + lines.start)
+        events = self._match_events(lines, budget, LogOffset(base + lines.start))
         if lines.restarted:
             self.punched = 0  # a new file: nothing of it was freed
         self.pos, self.archived = lines.pos, base
@@ -449,27 +457,7 @@ class Tracker:
         return self._redact
 
     def _exited(self, record: ExitRecord, res: StepResult) -> None:
-        events = []
-        for hook in self.hooks.hooks:
-            if isinstance(hook.trigger, OnExit) and hook.trigger.accepts(record.exit_code):
-                facts = replace(
-                    self._facts(hook, record.ended_at, None),
-                    exit_code=record.exit_code,
-                    signal=record.signal,
-                )
-                detail = f"exit code {record.exit_code}" + (
-                    f" ({record.signal})" if record.signal else ""
-                )
-                events.append(
-                    FireEvent(
-                        hook,
-                        f"{self.id}:{hook.name}:exit",
-                        record.ended_at,
-                        detail,
-                        facts,
-                        record.exit_code,
-                    )
-                )
+        events = [self._event(f) for f in triggers.exit_fires(self.id, self.hooks.hooks, record)]
 
         # A process that ended before the CLI wrote its pids: keep what the run dir said.
         end = ProcessEnd(
@@ -492,22 +480,7 @@ class Tracker:
                 self.id,
                 self.pid,
             )
-        events = []
-        for hook in self.hooks.hooks:
-            if isinstance(hook.trigger, OnExit):
-                facts = self._facts(hook, now, None)
-                refuse = None if hook.trigger.exit_codes is None else "lost"
-                events.append(
-                    FireEvent(
-                        hook,
-                        f"{self.id}:{hook.name}:exit",
-                        now,
-                        "lost: exit code unknown",
-                        facts,
-                        None,
-                        refuse,
-                    )
-                )
+        events = [self._event(f) for f in triggers.lost_fires(self.id, self.hooks.hooks, now)]
 
         end = ProcessEnd("lost", "lost", now, end_reason=reason)
         self._settle(events, end, res)
@@ -523,45 +496,17 @@ class Tracker:
 
     # -- timeouts ------------------------------------------------------------------------
 
-    def _timeout_hooks(self) -> list[tuple[Hook, OnTimeout]]:
-        return [(h, h.trigger) for h in self.hooks.hooks if isinstance(h.trigger, OnTimeout)]
-
     def _pending_timeouts(self) -> list[tuple[str, float]]:
-        """Each unfired timeout and the seconds until it is due, measured from the start on
-        the boot clock (clocks.py): not from the wall clock, which may have been stepped."""
-        now = clocks.now()
-        return [
-            (h.name, clocks.due_in(self.start, t.seconds, now))
-            for h, t in self._timeout_hooks()
-            if self._counter(h) == Counter()
-        ]
+        arms = triggers.pending_timeouts(self.hooks.hooks, self.counters, self.start, clocks.now())
+        return [(a.hook, a.seconds) for a in arms]
 
     def _fire_timeouts(self, names: list[str], res: StepResult) -> None:
-        events = []
-        now = clocks.now()
-        for hook, t in self._timeout_hooks():
-            if hook.name in names and self._counter(hook) == Counter():
-                left = clocks.due_in(self.start, t.seconds, now)
-                if left > TIMER_SLACK_S:
-                    # Woken early (a timer wakes at most every MAX_TIMER_S, or the monotonic
-                    # clock stood still in a suspend): arm again for the rest.
-                    res.timeouts.append((hook.name, left))
-                    continue
-                # The deadline, not the moment we got to it (a restart can come hours later):
-                # measured on the boot clock, told on the wall clock.
-                at = self.clock() + min(left, 0.0)
-                facts = replace(self._facts(hook, at, None), timeout_s=t.seconds)
-                events.append(
-                    FireEvent(
-                        hook,
-                        f"{self.id}:{hook.name}:timeout",
-                        at,
-                        f"still running after {t.seconds:g}s",
-                        facts,
-                    )
-                )
-        if events:
-            self._commit(events, res)
+        decision = triggers.timeout_fires(
+            self.id, self.hooks.hooks, self.counters, names, self.start, clocks.now(), self.clock()
+        )
+        res.timeouts += [(a.hook, a.seconds) for a in decision.rearm]
+        if decision.fires:
+            self._commit([self._event(f) for f in decision.fires], res)
 
 
 def lose_unknown(

@@ -1,0 +1,53 @@
+"""Why the daemon steps a process: typed wake reasons, gathered per process until its step.
+
+A process may be woken for several reasons before it is stepped; they are kept as a set, so
+each reason is a frozen (hashable) value, and the step reads them with the functions below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Change:
+    """Something in its run dir (or the database) changed: look at it."""
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """It may have ended without telling (its pid ended, a recheck, a retry): ask /proc."""
+
+
+@dataclass(frozen=True)
+class OutputReady:
+    """It wrote output: a step that only reads (coalesced; see coalesce.py)."""
+
+
+@dataclass(frozen=True)
+class TimeoutDue:
+    """Timeout hook `hook`'s timer rang (maybe early: the tracker decides on the boot clock)."""
+
+    hook: str
+
+
+Wake = Change | Liveness | OutputReady | TimeoutDue
+
+CHANGE = Change()
+LIVENESS = Liveness()
+OUTPUT = OutputReady()
+
+
+def only_output(reasons: Collection[Wake]) -> bool:
+    """Nothing but new output: the cheap step that reads it, and nothing else."""
+    return bool(reasons) and all(isinstance(r, OutputReady) for r in reasons)
+
+
+def check_liveness(reasons: Collection[Wake]) -> bool:
+    return any(isinstance(r, Liveness) for r in reasons)
+
+
+def timeouts_due(reasons: Collection[Wake]) -> list[str]:
+    """The timeout hooks whose timers rang, by name, in a stable order."""
+    return sorted(r.hook for r in reasons if isinstance(r, TimeoutDue))
