@@ -246,7 +246,7 @@ def _scrubbed(p: ProcessRecord, redact: Callable[[str], str]) -> ProcessRecord:
 
 
 def cmd_ps(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
-    from state.processes import list_processes
+    from state.processes import ACTIVE, list_processes
     from state.threads import list_threads
 
     store = _store(paths, settings)
@@ -269,7 +269,7 @@ def cmd_ps(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> i
     print(views.process_table(procs, now) if procs else "(none)")
     print("\nTHREADS")
     print(views.thread_table(threads, now) if threads else "(none)")
-    busy = any(p.state in ("starting", "running") for p in procs) or any(
+    busy = any(p.state in ACTIVE for p in procs) or any(
         t.status in ("queued", "running") for t in threads
     )
     if busy and running_pid(paths.daemon_pid) is None:
