@@ -101,3 +101,41 @@ def test_stores_opening_a_new_database_at_once_migrate_it_once(
     finally:
         for s in stores:
             s.close()
+
+
+def test_a_postgresql_url_without_its_driver_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    from state.db import DatabaseTarget
+    from supervise.errors import UserError
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if never installed
+    with pytest.raises(UserError, match=r"pip install 'supervise\[postgresql\]'"):
+        Store(DatabaseTarget.parse("postgresql+psycopg://u@127.0.0.1:1/db"), timeout=1.0)
+
+
+def test_an_unreachable_postgresql_is_a_clear_runtime_failure(tmp_path: Path) -> None:
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {
+        **os.environ,
+        "SUPERVISE_HOME": str(tmp_path / "home"),
+        "SUPERVISE_AUTOSTART": "0",
+        "SUPERVISE_DB_URL": f"postgresql+psycopg://u:secret@127.0.0.1:{port}/db",
+        "SUPERVISE_DB_TIMEOUT": "2",
+    }
+    r = subprocess.run(
+        [sys.executable, "-m", "supervisor", "ps"], env=env, capture_output=True, text=True,
+        timeout=60,
+    )
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr and "SUPERVISE_DB_URL" in r.stderr
+    assert "secret" not in r.stderr  # the URL is named without its password
