@@ -14,8 +14,17 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from agent_threads.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
 
 
 class AgentEvent(enum.Enum):
@@ -36,45 +45,6 @@ class HookDecision(enum.Enum):
 
 
 RETRYABLE = frozenset({AgentEvent.AFTER_LLM_CALL, AgentEvent.BEFORE_FINAL_RESPONSE})
-
-
-@dataclass
-class SystemMessage:
-    content: str
-    seq: int | None = None  # the transcript entry it came from (None: added by a hook)
-
-
-@dataclass
-class UserMessage:
-    content: str
-    seq: int | None = None
-
-
-@dataclass
-class ToolCall:
-    id: str
-    name: str
-    arguments: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class AssistantMessage:
-    content: str | None = None
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    seq: int | None = None
-
-
-@dataclass
-class ToolResult:
-    tool_call_id: str
-    tool_name: str
-    result: Any = None  # the output text (extensions may replace it)
-    is_error: bool = False
-    error: str | None = None
-    seq: int | None = None
-
-
-Message = SystemMessage | UserMessage | AssistantMessage | ToolResult
 
 
 @dataclass
@@ -179,6 +149,7 @@ __all__ = [
     "HookBuilder",
     "HookDecision",
     "HookRegistrationError",
+    "Message",
     "SystemMessage",
     "ToolCall",
     "ToolResult",

@@ -23,7 +23,7 @@ import types
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from agent_threads.api import AgentEvent, HookBuilder, LifecycleHook, Message
 from agent_threads.hooks.system import Trigger
@@ -116,9 +116,21 @@ class ExtensionAPI:
         self._into = into
         self._source = source
 
-    def on(self, event: AgentEvent | str, handler: Any = None) -> HookBuilder | None:
-        """`on(AgentEvent.X)` gives a hook builder; `on("context", fn)` a context transform;
-        `on("system_hook", fn)` a system-hook trigger `(tool_name, result) -> message | None`.
+    @overload
+    def on(self, event: AgentEvent) -> HookBuilder: ...
+
+    @overload
+    def on(self, event: Literal["context"], handler: Transform) -> None: ...
+
+    @overload
+    def on(self, event: Literal["system_hook"], handler: Trigger) -> None: ...
+
+    def on(
+        self, event: AgentEvent | Literal["context", "system_hook"], handler: Any = None
+    ) -> HookBuilder | None:
+        """`on(AgentEvent.X)` gives a hook builder; `on("context", fn)` adds a context
+        transform; `on("system_hook", fn)` a system-hook trigger `(tool_name, result) ->
+        message | None`. The overloads give each form its exact type.
         """
         if isinstance(event, AgentEvent):
             return HookBuilder(event, self._into.lifecycle, self._source)

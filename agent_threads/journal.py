@@ -8,10 +8,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from agent_threads.transcript import Body, Entry, decode
 from state import entries as entry_store
 from state import threads as thread_store
 from state.db import Store
-from state.entries import EntryKind, EntryRecord
 from state.threads import ThreadRecord, ThreadStatus
 from supervise.errors import StateError
 
@@ -44,8 +44,8 @@ class Journal:
         self.redact = redact
         self.clock = clock
 
-    def entries(self) -> list[EntryRecord]:
-        return entry_store.read_entries(self.store, self.thread_id)
+    def entries(self) -> list[Entry]:
+        return [decode(r) for r in entry_store.read_entries(self.store, self.thread_id)]
 
     def info(self) -> ThreadRecord:
         record = thread_store.get_thread(self.store, self.thread_id)
@@ -53,10 +53,13 @@ class Journal:
             raise StateError(f"thread t{self.thread_id} vanished from the state database")
         return record
 
-    def append(self, kind: EntryKind, data: dict[str, Any]) -> EntryRecord:
-        """Save one entry; raises ThreadStopped if the thread is no longer running."""
-        scrubbed: dict[str, Any] = _scrub(data, self.redact)
-        return entry_store.append_entry(self.store, self.thread_id, kind, scrubbed, self.clock())
+    def append(self, body: Body) -> Entry:
+        """Save one entry (scrubbed); raises ThreadStopped if the thread is no longer running."""
+        scrubbed: dict[str, Any] = _scrub(body.to_json(), self.redact)
+        record = entry_store.append_entry(
+            self.store, self.thread_id, body.kind, scrubbed, self.clock()
+        )
+        return decode(record)
 
     def record_model(self, name: str) -> None:
         """Remember which model a thread got, for `ps` and `thread show`."""

@@ -1,11 +1,13 @@
 """The agent loop: run one thread from its saved entries until it ends or must wait.
 
-Explicit steps, each decided by `entries.next_step` from what is saved and each saved before
-the next one starts: a loop killed at any instant resumes from its entries. A tool call that
-was in flight is reported as interrupted, never silently re-run.
+Explicit steps, each decided by `transcript.next_step` from what is saved and each saved
+before the next one starts: a loop killed at any instant resumes from its entries. A tool
+call that was in flight is reported as interrupted, never silently re-run.
 
-This module knows nothing of where threads come from or how they are scheduled (that is
-`dispatch.py`); everything it uses arrives in `LoopConfig`.
+At each point the loop calls "the hooks" (`LoopConfig.hooks`, one `HookSet` of every family)
+and acts on their one `Decision`; it knows no family by name. It knows nothing of where
+threads come from or how they are scheduled (that is `dispatch.py`): everything it uses
+arrives in `LoopConfig`.
 """
 
 from __future__ import annotations
@@ -23,31 +25,44 @@ from typing import Any
 import anyio
 import psutil
 
-from agent_threads import api
-from agent_threads.chat import Model, Reply, ToolCall
-from agent_threads.entries import (
+from agent_threads.hooks.base import Action, Decision, Hooks, HookSet, Turn
+from agent_threads.journal import Journal
+from agent_threads.messages import (
+    AssistantMessage,
+    Model,
+    Reply,
+    ToolCall,
+    ToolResult,
+    answered_only,
+)
+from agent_threads.models.retry import complete_with_retry
+from agent_threads.permissions import Profile, Where, subject
+from agent_threads.tools.base import Tool, ToolContext
+from agent_threads.tools.base import ToolResult as Observation
+from agent_threads.tools.registry import call_tool
+from agent_threads.transcript import (
+    Approval,
+    AssistantReply,
     AwaitApproval,
+    Body,
     CallModel,
     CheckCall,
     Entry,
-    EntryKind,
+    FinalRewritten,
     Finish,
     Interrupted,
+    Note,
     RefuseCall,
+    ResultStatus,
+    RetryAsked,
     RunApproved,
-    call_json,
+    ToolOutput,
+    ToolPid,
+    ToolStart,
+    UserText,
+    conversation,
     next_step,
-    to_messages,
 )
-from agent_threads.hookpoints import HookPoints
-from agent_threads.hooks.system import SystemHookConfig, collect_system_hooks, format_system_hooks
-from agent_threads.journal import Journal
-from agent_threads.lifecycle import Fired
-from agent_threads.lifepoints import RETRY_CAP, LifePoints, reply_of
-from agent_threads.models.retry import complete_with_retry
-from agent_threads.permissions import Profile, Where, subject
-from agent_threads.tools.base import Tool, ToolContext, ToolResult
-from agent_threads.tools.registry import call_tool
 from state.threads import ThreadStatus
 from supervise.errors import ModelAuthError, ModelError, TransientModelError
 
@@ -68,6 +83,7 @@ INTERRUPTED = (
     "This tool call was interrupted: the supervisor stopped while it ran, and it was NOT "
     "run again. Its effects may be partial; check them before you retry it."
 )
+RETRY_CAP = 3  # RETRY decisions in a row before the thread fails
 
 
 @dataclass
@@ -84,9 +100,7 @@ class LoopConfig:
     clock: Callable[[], float] = time.time
     retry_sleep: Callable[[float], Awaitable[None]] = anyio.sleep
     retry_attempts: int = 5
-    hook_points: HookPoints | None = None
-    system_hooks: SystemHookConfig = field(default_factory=SystemHookConfig)
-    life: LifePoints | None = None
+    hooks: Hooks = field(default_factory=HookSet)
 
 
 @dataclass(frozen=True)
@@ -123,43 +137,37 @@ def describe_call(call: ToolCall) -> str:
     return f"{call.name}({text[:200] + '…' if len(text) > 200 else text})"
 
 
+def _failed(d: Decision[Any]) -> LoopEnd:
+    return LoopEnd("failed", error=d.reason or f"a hook failed the thread ({d.source})")
+
+
 @dataclass
 class _Run:
     journal: Journal
     cfg: LoopConfig
-    entries: list[Entry] = field(default_factory=list)
-    turns: int = 0
-    retries: int = 0  # AFTER_LLM_CALL RETRYs in a row
+    turn: Turn
+    retries: int = 0  # after_model RETRYs in a row
 
-    async def save(self, kind: EntryKind, data: dict[str, Any]) -> None:
-        entry = await anyio.to_thread.run_sync(self.journal.append, kind, data)
-        self.entries.append(entry)
+    @property
+    def hooks(self) -> Hooks:
+        return self.cfg.hooks
 
-    async def result(self, call: ToolCall, res: ToolResult, status: str) -> None:
-        data: dict[str, Any] = {
-            "call_id": call.id,
-            "name": call.name,
-            "output": res.output,
-            "is_error": res.is_error,
-            "status": status,
-        }
-        if res.data is not None:
-            data["data"] = res.data
-        await self.save("tool_result", data)
+    @property
+    def entries(self) -> list[Entry]:
+        return self.turn.entries
+
+    async def result(self, call: ToolCall, out: Observation, status: ResultStatus) -> None:
+        await self.turn.save(
+            ToolOutput(call.id, call.name, out.output, out.is_error, status, out.data)
+        )
 
     async def step(self) -> LoopEnd | None:
         """Carry out the next step; a LoopEnd when the run is over."""
-        if self.cfg.life is not None:
-            await self.cfg.life.commands(self.entries, self.save)
+        await self.hooks.before_step(turn=self.turn)
         step = next_step(self.entries)
         if isinstance(step, Finish):
             return await self.finish(step.answer)
         if isinstance(step, CallModel):
-            await self.system_hooks()
-            hp = self.cfg.hook_points
-            stop = await hp.prompts(self.entries, self.save, self.cfg.system) if hp else None
-            if stop is not None:
-                return LoopEnd("failed", error=stop)
             return await self.call_model()
         if isinstance(step, Interrupted):
             await self.interrupted(step.call)
@@ -168,89 +176,56 @@ class _Run:
         elif isinstance(step, RefuseCall):
             why = f": {step.reason}" if step.reason else ""
             text = f"A person denied this call{why}. Do not retry it as is."
-            await self.result(step.call, ToolResult(text, is_error=True), "denied")
+            await self.result(step.call, Observation(text, is_error=True), "denied")
         elif isinstance(step, RunApproved):
             return await self.run_tool(step.call, approved=True)
         elif isinstance(step, CheckCall):
             return await self.check(step.call)
         return None
 
-    async def system_hooks(self) -> None:
-        """After a batch of tool results: the reminders, as ONE user message."""
-        last = max((i for i, e in enumerate(self.entries) if e.kind == "assistant"), default=-1)
-        if last < 0 or not self.entries[last].data.get("tool_calls"):
-            return
-        after = self.entries[last + 1 :]
-        if any(e.kind == "system_hook" for e in after):
-            return
-        reply = self.entries[last].data
-        args = {c["id"]: c.get("arguments") or {} for c in reply["tool_calls"]}
-        batch = [
-            (str(e.data["name"]), {**e.data, "arguments": args.get(e.data["call_id"], {})})
-            for e in after
-            if e.kind == "tool_result" and e.data["call_id"] in args
-        ]
-        used = int((reply.get("usage") or {}).get("input_tokens", 0))
-        msgs = collect_system_hooks(
-            batch, self.entries[:last], self.cfg.system_hooks, input_tokens=used
-        )
-        if msgs:
-            await self.save("system_hook", {"text": format_system_hooks(msgs), "messages": msgs})
-
-    async def fire(self, event: api.AgentEvent, current: Any = None, **fields: Any) -> Fired:
-        life = self.cfg.life
-        if life is None:
-            return Fired(value=current)
-        return await life.fire(event, self.entries, self.save, self.turns, current, **fields)
-
     async def finish(self, answer: str) -> LoopEnd | None:
-        """BEFORE_FINAL_RESPONSE may retry the model, replace the answer, or fail."""
-        msg = api.AssistantMessage(answer)
-        fired = await self.fire(api.AgentEvent.BEFORE_FINAL_RESPONSE, msg, assistant_message=msg)
-        if fired.decision is api.HookDecision.FAIL:
-            return LoopEnd(
-                "failed", error=f"FAIL from a BEFORE_FINAL_RESPONSE hook ({fired.source})"
+        """before_final may retry the model, replace the answer, or fail."""
+        d = await self.hooks.before_final(turn=self.turn, answer=AssistantMessage(answer))
+        if d.action is Action.FAIL:
+            return _failed(d)
+        if d.action is Action.RETRY:
+            last_user = max(
+                (e.seq for e in self.entries if isinstance(e.body, UserText)), default=0
             )
-        if fired.decision is api.HookDecision.RETRY:
-            last_user = max((e.seq for e in self.entries if e.kind == "user"), default=0)
-            done = sum(1 for e in self.entries if e.kind == "retry" and e.seq > last_user)
+            done = sum(
+                1 for e in self.entries if isinstance(e.body, RetryAsked) and e.seq > last_user
+            )
             if done >= RETRY_CAP:
                 why = f"BEFORE_FINAL_RESPONSE asked to RETRY {done} times; stopped at the retry cap"
                 return LoopEnd("failed", error=why)
-            await self.save("retry", {"event": "BEFORE_FINAL_RESPONSE", "by": fired.source})
+            await self.turn.save(RetryAsked("BEFORE_FINAL_RESPONSE", d.source))
             return None
-        value = fired.value
-        if isinstance(value, api.AssistantMessage) and (value.content or "") != answer:
-            await self.save("final", {"content": value.content or "", "by": fired.source})
+        if d.value is not None and (d.value.content or "") != answer:
+            await self.turn.save(FinalRewritten(d.value.content or "", d.source))
         return LoopEnd("completed")
 
     async def call_model(self) -> LoopEnd | None:
         cfg = self.cfg
-        if self.turns >= cfg.max_turns:
+        if self.turn.iteration >= cfg.max_turns:
             why = (
-                f"max_turns ({cfg.max_turns}) reached: the thread made {self.turns} model "
-                "calls without finishing; `supervise send` continues it"
+                f"max_turns ({cfg.max_turns}) reached: the thread made {self.turn.iteration} "
+                "model calls without finishing; `supervise send` continues it"
             )
-            await self.save("note", {"text": why})
+            await self.turn.save(Note(why))
             return LoopEnd("failed", error=why)
-        before = await self.fire(api.AgentEvent.BEFORE_LLM_CALL)
-        if before.decision is api.HookDecision.FAIL:
-            return LoopEnd("failed", error=f"FAIL from a BEFORE_LLM_CALL hook ({before.source})")
-        if before.decision is api.HookDecision.STOP:
-            await self.save(
-                "assistant", _reply_json(reply_of(before.value), f"hook:{before.source}")
-            )
-            self.turns += 1
+        before = await self.hooks.before_model(turn=self.turn)
+        if before.action is Action.FAIL:
+            return _failed(before)
+        if before.action is Action.STOP and before.value is not None:
+            await self.save_reply(_reply_of(before.value), f"hook:{before.source}")
             return None
-        tools = [t.spec() for t in cfg.tools.values()]
-        life = cfg.life
-        messages = await life.model_messages(self.entries, self.save) if life else None
+        messages = await self.hooks.context(turn=self.turn, messages=conversation(self.entries))
         try:
             reply = await complete_with_retry(
                 cfg.model,
                 cfg.system,
-                messages if messages is not None else to_messages(self.entries),
-                tools,
+                answered_only(messages),
+                [t.spec() for t in cfg.tools.values()],
                 attempts=cfg.retry_attempts,
                 sleep=cfg.retry_sleep,
                 on_retry=self._on_retry,
@@ -268,28 +243,31 @@ class _Run:
         return await self.after_reply(reply)
 
     async def after_reply(self, reply: Reply) -> LoopEnd | None:
-        """AFTER_LLM_CALL may retry, replace the reply, or fail; then the reply is saved."""
-        msg = api.AssistantMessage(
-            reply.content, [api.ToolCall(c.id, c.name, dict(c.arguments)) for c in reply.tool_calls]
-        )
-        fired = await self.fire(api.AgentEvent.AFTER_LLM_CALL, msg, assistant_message=msg)
-        if fired.decision is api.HookDecision.FAIL:
-            return LoopEnd("failed", error=f"FAIL from an AFTER_LLM_CALL hook ({fired.source})")
-        if fired.decision is api.HookDecision.RETRY:
+        """after_model may retry, replace the reply, or fail; then the reply is saved."""
+        d = await self.hooks.after_model(turn=self.turn, reply=reply.message())
+        if d.action is Action.FAIL:
+            return _failed(d)
+        if d.action is Action.RETRY:
             self.retries += 1
             if self.retries > RETRY_CAP:
                 why = (
                     f"AFTER_LLM_CALL asked to RETRY {self.retries} times; stopped at the retry cap"
                 )
                 return LoopEnd("failed", error=why)
-            await self.save("note", {"text": f"reply discarded: RETRY from {fired.source}"})
+            await self.turn.save(Note(f"reply discarded: RETRY from {d.source}"))
             return None
         self.retries = 0
-        if isinstance(fired.value, api.AssistantMessage):  # a value may rewrite the reply
-            reply = replace(reply_of(fired.value), usage=reply.usage, stop_reason=reply.stop_reason)
-        await self.save("assistant", _reply_json(reply, self.cfg.model.name))
-        self.turns += 1
+        if d.value is not None:  # a hook may rewrite the reply; what it cost stays
+            reply = replace(_reply_of(d.value), usage=reply.usage, stop_reason=reply.stop_reason)
+        await self.save_reply(reply, self.cfg.model.name)
         return None
+
+    async def save_reply(self, reply: Reply, model: str) -> None:
+        body = AssistantReply(
+            reply.content, reply.tool_calls, model, reply.usage, reply.stop_reason
+        )
+        await self.turn.save(body)
+        self.turn.iteration += 1
 
     def _on_retry(self, attempt: int, exc: TransientModelError, delay: float) -> None:
         log.warning(
@@ -305,120 +283,74 @@ class _Run:
         if tool is None:
             names = ", ".join(sorted(self.cfg.tools))
             text = f"Unknown tool {call.name!r}. Available tools: {names}."
-            await self.result(call, ToolResult(text, is_error=True), "error")
+            await self.result(call, Observation(text, is_error=True), "error")
             return None
         if call.invalid is not None:
             text = f"The arguments were not a JSON object: {call.invalid[:500]!r}. Send an object."
-            await self.result(call, ToolResult(text, is_error=True), "error")
+            await self.result(call, Observation(text, is_error=True), "error")
             return None
         ctx = self.cfg.ctx
         home = ctx.env.get("SUPERVISE_HOME")
         where = Where(ctx.cwd, Path(home) if home else None, ctx.output_path)
         verdict = self.cfg.profile.check(call.name, call.arguments, where)
-        approval = {"call_id": call.id, "name": call.name, "by": "rule", "reason": verdict.reason}
-        if verdict.rule is not None:
-            approval["rule"] = verdict.rule
         if verdict.decision == "deny":
-            await self.save("approval", {**approval, "decision": "denied"})
+            await self.turn.save(
+                Approval(call.id, call.name, "denied", "rule", verdict.reason, verdict.rule)
+            )
             text = f"Permission denied: {verdict.reason}. Do not retry it; find another way."
-            await self.result(call, ToolResult(text, is_error=True), "denied")
-        elif verdict.decision == "ask":
-            await self.save("approval", {**approval, "decision": "ask"})
+            await self.result(call, Observation(text, is_error=True), "denied")
+            return None
+        if verdict.decision == "ask":
+            await self.turn.save(
+                Approval(call.id, call.name, "ask", "rule", verdict.reason, verdict.rule)
+            )
             return LoopEnd("waiting_approval", waiting=describe_call(call))
-        else:
-            return await self.run_tool(call, approved=False)
-        return None
+        return await self.run_tool(call, approved=False)
 
     async def run_tool(self, call: ToolCall, *, approved: bool) -> LoopEnd | None:
-        hp = self.cfg.hook_points
-        if hp is not None:
-            pre = await hp.pre_tool(call, self.save, approved=approved)
-            if pre.decision == "stop":
-                return LoopEnd("failed", error=f"stopped by a PreToolUse hook: {pre.reason}")
-            if pre.decision == "deny":
-                text = f"Blocked by a PreToolUse hook: {pre.reason}"
-                await self.result(call, ToolResult(text, is_error=True), "denied")
-                return None
-            if pre.decision == "ask":
-                data = {"call_id": call.id, "name": call.name, "by": "hook", "reason": pre.reason}
-                await self.save("approval", {**data, "decision": "ask"})
-                return LoopEnd("waiting_approval", waiting=describe_call(call))
-            call = pre.call or call
-        fired = await self.fire(
-            api.AgentEvent.BEFORE_TOOL_EXECUTION,
-            api.ToolCall(call.id, call.name, dict(call.arguments)),
-            tool_call=api.ToolCall(call.id, call.name, dict(call.arguments)),
-        )
-        if fired.decision is api.HookDecision.FAIL:
-            return LoopEnd(
-                "failed", error=f"FAIL from a BEFORE_TOOL_EXECUTION hook ({fired.source})"
+        d = await self.hooks.before_tool(turn=self.turn, call=call, approved=approved)
+        if d.action is Action.FAIL:
+            return _failed(d)
+        if d.action is Action.ASK:
+            await self.turn.save(Approval(call.id, call.name, "ask", "hook", d.reason))
+            return LoopEnd("waiting_approval", waiting=describe_call(call))
+        if d.action in (Action.STOP, Action.DENY) and isinstance(d.value, ToolResult):
+            given = d.value
+            status: ResultStatus = (
+                "denied" if d.action is Action.DENY else "error" if given.is_error else "ok"
             )
-        if fired.decision is api.HookDecision.STOP:
-            given = fired.value
-            res = ToolResult(str(given.result), is_error=given.is_error)
-            await self.result(call, res, "error" if res.is_error else "ok")
+            await self.result(call, Observation(given.text, given.is_error), status)
             return None
-        if isinstance(fired.value, api.ToolCall):
-            call = ToolCall(call.id, call.name, dict(fired.value.arguments))
-        await self.save("tool_start", {"call_id": call.id, "name": call.name})
+        if isinstance(d.value, ToolCall):
+            call = d.value
+        await self.turn.save(ToolStart(call.id, call.name))
 
         async def spawned(pid: int) -> None:
-            data = {"call_id": call.id, "name": call.name, "pid": pid, "started": started(pid)}
-            await self.save("tool_pid", data)
+            await self.turn.save(ToolPid(call.id, call.name, pid, started(pid)))
 
         ctx = replace(self.cfg.ctx, on_spawn=spawned)
-        res = await call_tool(self.cfg.tools[call.name], call.arguments, ctx)
-        res, failed = await self.after_tool(call, res)
-        await self.result(call, res, "error" if res.is_error else "ok")
-        if failed is not None:
-            return failed
-        if hp is not None:
-            stop = await hp.post_tool(call, res.output, self.save)
-            if stop is not None:
-                return LoopEnd("failed", error=f"stopped by a PostToolUse hook: {stop}")
-        return None
-
-    async def after_tool(
-        self, call: ToolCall, res: ToolResult
-    ) -> tuple[ToolResult, LoopEnd | None]:
-        """AFTER_TOOL_EXECUTION (or ON_TOOL_ERROR) may replace the result, or fail."""
-        event = (
-            api.AgentEvent.ON_TOOL_ERROR if res.is_error else api.AgentEvent.AFTER_TOOL_EXECUTION
-        )
-        view = api.ToolResult(
-            call.id, call.name, res.output, res.is_error, res.output if res.is_error else None
-        )
-        fired = await self.fire(event, view, tool_result=view, error=view.error)
-        value = fired.value
-        if isinstance(value, api.ToolResult):
-            res = ToolResult(str(value.result), value.is_error, res.data)
-        if fired.decision is api.HookDecision.FAIL:
-            return res, LoopEnd("failed", error=f"FAIL from an {event.name} hook ({fired.source})")
-        return res, None
+        out = await call_tool(self.cfg.tools[call.name], call.arguments, ctx)
+        view = ToolResult(call.id, call.name, out.output, out.is_error)
+        after = await self.hooks.after_tool(turn=self.turn, call=call, result=view)
+        given = after.value or view
+        if given is not view:
+            out = Observation(given.text, given.is_error, out.data)
+        await self.result(call, out, "error" if out.is_error else "ok")
+        return _failed(after) if after.action is Action.FAIL else None
 
     async def interrupted(self, call: ToolCall) -> None:
         text = INTERRUPTED
         for e in self.entries:
-            mine = e.kind == "tool_pid" and e.data.get("call_id") == call.id
-            if mine and kill_leftover(int(e.data["pid"]), e.data.get("started")):
+            b = e.body
+            mine = isinstance(b, ToolPid) and b.call_id == call.id
+            if mine and isinstance(b, ToolPid) and kill_leftover(b.pid, b.started):
                 text += " Its processes that were still running have been killed."
-        await self.result(call, ToolResult(text, is_error=True), "interrupted")
+        await self.result(call, Observation(text, is_error=True), "interrupted")
 
 
-def _reply_json(reply: Reply, model: str) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "content": reply.content,
-        "tool_calls": [call_json(c) for c in reply.tool_calls],
-        "model": model,
-    }
-    if reply.usage is not None:
-        data["usage"] = {
-            "input_tokens": reply.usage.input_tokens,
-            "output_tokens": reply.usage.output_tokens,
-        }
-    if reply.stop_reason:
-        data["stop_reason"] = reply.stop_reason
-    return data
+def _reply_of(msg: AssistantMessage) -> Reply:
+    calls = tuple(ToolCall(c.id, c.name, dict(c.arguments), c.invalid) for c in msg.tool_calls)
+    return Reply(msg.content or "", calls)
 
 
 async def run_loop(journal: Journal, cfg: LoopConfig, entries: list[Entry], turns: int) -> LoopEnd:
@@ -427,14 +359,19 @@ async def run_loop(journal: Journal, cfg: LoopConfig, entries: list[Entry], turn
     Raises:
         ThreadStopped: the thread was cancelled while it ran.
     """
-    run = _Run(journal, cfg, list(entries), turns)
-    hp = cfg.hook_points
-    stop = await hp.session_start(run.entries, run.save) if hp else None
-    end = LoopEnd("failed", error=f"stopped by a SessionStart hook: {stop}") if stop else None
+    saved = list(entries)
+
+    async def save(body: Body) -> Entry:
+        entry = await anyio.to_thread.run_sync(journal.append, body)
+        saved.append(entry)
+        return entry
+
+    turn = Turn(journal.thread_id, saved, save, turns)
+    run = _Run(journal, cfg, turn)
+    start = await cfg.hooks.session_start(turn=turn)
+    end = _failed(start) if start.action is Action.FAIL else None
     while end is None:
         end = await run.step()
     if end.status in ("completed", "failed"):
-        await run.fire(api.AgentEvent.QUERY_END)
-        if hp is not None:
-            await hp.session_end(run.save)
+        await cfg.hooks.session_end(turn=turn, status=end.status)
     return end

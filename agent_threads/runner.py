@@ -16,6 +16,7 @@ import anyio
 
 from agent_threads.journal import Journal, Redact
 from agent_threads.loop import LoopConfig, LoopEnd, run_loop
+from agent_threads.transcript import Note, UserText
 from state.db import Store
 from state.threads import ThreadRecord
 from supervise.errors import SuperviseError, ThreadStopped
@@ -87,13 +88,11 @@ class ThreadRunner:
         entries = await anyio.to_thread.run_sync(journal.entries)
         if not entries:
             entries = [
-                await anyio.to_thread.run_sync(
-                    journal.append, "user", {"text": prepared.first_message}
-                )
+                await anyio.to_thread.run_sync(journal.append, UserText(prepared.first_message))
             ]
         elif resumed:
             note = "resumed from the saved transcript (the daemon restarted, or could not save it)"
-            entries.append(await anyio.to_thread.run_sync(journal.append, "note", {"text": note}))
+            entries.append(await anyio.to_thread.run_sync(journal.append, Note(note)))
         started = info.segment_started_at or self.clock()
         left = started + cfg.budget_s - self.clock()
         with anyio.move_on_after(max(left, 0.0)):
@@ -102,7 +101,7 @@ class ThreadRunner:
             f"wall-clock budget of {cfg.budget_s:g}s used up (agent.timeout or "
             "SUPERVISE_THREAD_TIMEOUT); `supervise thread retry` runs it again"
         )
-        await anyio.to_thread.run_sync(journal.append, "note", {"text": why})
+        await anyio.to_thread.run_sync(journal.append, Note(why))
         return LoopEnd("failed", error=why)
 
 

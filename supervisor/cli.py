@@ -123,6 +123,12 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("id", help="thread id, e.g. t3")
     show.add_argument("--json", action="store_true", help="prompt, entries, status, usage")
     show.add_argument(
+        "--messages",
+        action="store_true",
+        help="the conversation as the model sees it (what each model call is sent, before "
+        "extensions' context transforms)",
+    )
+    show.add_argument(
         "-f", "--follow", action="store_true", help="print new entries until the thread settles"
     )
     retry = thsub.add_parser("retry", help="run a failed or cancelled thread again")

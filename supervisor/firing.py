@@ -110,9 +110,7 @@ def commit_fires(
         end=end,
     )
     thread_of = {f.key: f.thread_id for f in done.fires}
-    result = [
-        replace(o, thread_id=thread_of.get(o.key)) if o.recorded else o for o in outcomes
-    ]
+    result = [replace(o, thread_id=thread_of.get(o.key)) if o.recorded else o for o in outcomes]
     return result, done.counters
 
 
@@ -123,9 +121,7 @@ class _Planned:
     counters: dict[str, Counter]
 
 
-def _plan(
-    events: Sequence[FireEvent], given: PlanInput, limits: Limits, now: float
-) -> _Planned:
+def _plan(events: Sequence[FireEvent], given: PlanInput, limits: Limits, now: float) -> _Planned:
     """What each event becomes, given the counters and the keys already recorded. Pure but
     for the fence token the prompt draws."""
     counters = dict(given.counters)

@@ -12,10 +12,12 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 
 from watchfiles import watch
 
+from agent_threads.transcript import conversation, decode
 from state.approvals import Decision
 from state.db import Store, open_state_store
 from state.entries import ExternalItem, append_external, read_entries
@@ -23,7 +25,7 @@ from state.paths import StatePaths
 from state.settings import Settings
 from state.threads import SETTLED, TERMINAL, ThreadRecord, ThreadStatus, get_thread
 from supervise.errors import SettingError, UserError
-from supervisor import views
+from supervisor import transcriptview, views
 from supervisor.daemonlock import running_pid
 from supervisor.running import default_model, ensure_daemon, err, settings_hooks
 
@@ -132,7 +134,7 @@ def follow_thread(
         # The status first: entries read after it include every one saved before it settled.
         t = get_thread(store, tid)
         for e in read_entries(store, tid, after):
-            for line in views.entry_lines(e, full=False):
+            for line in transcriptview.entry_lines(decode(e), full=False):
                 out(line)
             after = e.seq
         return t if t is not None and t.status in SETTLED else None
@@ -186,13 +188,20 @@ def _settled(t: ThreadRecord) -> int:
 def _decide(
     paths: StatePaths, settings: Settings, tid: int, decision: Decision, reason: str | None
 ) -> int:
-    from agent_threads.entries import pending_approval
     from agent_threads.loop import describe_call
+    from agent_threads.transcript import pending_approval
     from state.approvals import decide
 
     with _store(paths, settings) as store:
         _thread(store, tid)
-        done = decide(store, tid, decision, pending=pending_approval, at=time.time(), reason=reason)
+        done = decide(
+            store,
+            tid,
+            decision,
+            pending=lambda records: pending_approval([decode(r) for r in records]),
+            at=time.time(),
+            reason=reason,
+        )
     if done.call is None:
         raise UserError(f"thread t{tid} is {done.status}, not waiting for approval")
     ensure_daemon(paths, settings.autostart)
@@ -210,7 +219,7 @@ def cmd_deny(args: argparse.Namespace, paths: StatePaths, settings: Settings) ->
 
 
 def cmd_send(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
-    from agent_threads.entries import pending_approval
+    from agent_threads.transcript import CommandSent, UserText, pending_approval
     from state.approvals import Approval
 
     tid = thread_id(args.id)
@@ -220,7 +229,7 @@ def cmd_send(args: argparse.Namespace, paths: StatePaths, settings: Settings) ->
     with _store(paths, settings) as store:
         row = _thread(store, tid)
         items: list[ExternalItem] = []
-        entries = read_entries(store, tid)
+        entries = [decode(r) for r in read_entries(store, tid)]
         call = pending_approval(entries) if row.status == "waiting_approval" else None
         if call is not None:
             # A reply instead of a decision: the call is not run, and the model reads why.
@@ -229,11 +238,11 @@ def cmd_send(args: argparse.Namespace, paths: StatePaths, settings: Settings) ->
         if text.startswith("/") and len(text) > 1 and not text.startswith("//"):
             # A slash command for the thread's extensions, run by the daemon; not a prompt.
             name, _, rest = text[1:].partition(" ")
-            items.append(("command", {"name": name, "args": rest.strip(), "choice": args.choice}))
+            sent = CommandSent(name, rest.strip(), args.choice)
+            items.append((sent.kind, sent.to_json()))
         else:
-            items.append(
-                ("user", {"text": text.removeprefix("/") if text.startswith("//") else text})
-            )
+            said = UserText(text.removeprefix("/") if text.startswith("//") else text)
+            items.append((said.kind, said.to_json()))
         last = entries[-1].seq if entries else 0
         allowed: tuple[ThreadStatus, ...] = (*TERMINAL, "waiting_approval")
         before = append_external(store, tid, items, allowed=allowed, at=time.time())
@@ -293,16 +302,24 @@ def cmd_thread_show(args: argparse.Namespace, paths: StatePaths, settings: Setti
         row = _thread(store, tid)
         if args.follow and not args.json:
             # What `thread show` prints, as it happens: the prompt first, the answer once settled.
-            print("\n".join([views.thread_head(row), *views.prompt_lines(row)]))
+            print("\n".join([views.thread_head(row), *transcriptview.prompt_lines(row)]))
             code = follow_thread(paths, settings, tid)
             done = get_thread(store, tid)
             if code != 130 and done is not None:
-                for line in views.final_lines(done, read_entries(store, tid)):
+                entries = [decode(r) for r in read_entries(store, tid)]
+                for line in transcriptview.final_lines(done, entries):
                     print(line)
             return code
-        entries = read_entries(store, tid)
-    if args.json:
-        print(json.dumps(views.thread_json(row, full=True, entries=entries), indent=1))
+        entries = [decode(r) for r in read_entries(store, tid)]
+    if args.messages:
+        # The one projection the loop sends (before extensions' context transforms).
+        messages = conversation(entries)
+        if args.json:
+            print(json.dumps([{"type": type(m).__name__, **asdict(m)} for m in messages], indent=1))
+        else:
+            print("\n".join(transcriptview.message_lines(messages)))
+    elif args.json:
+        print(json.dumps(transcriptview.show_json(row, entries), indent=1))
     else:
-        print(views.thread_text(row, entries))
+        print(transcriptview.show_text(row, entries))
     return 0

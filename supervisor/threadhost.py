@@ -20,10 +20,11 @@ import anyio
 
 from agent_threads.config import AgentConfig
 from agent_threads.extensions import load_extensions
-from agent_threads.hookpoints import HookPoints
+from agent_threads.hooks.base import HookSet
+from agent_threads.hooks.lifecycle import LifecycleHooks
+from agent_threads.hooks.shell import ShellHooks, ShellSite
 from agent_threads.hooks.shellspec import ShellHook
-from agent_threads.hooks.system import SystemHookConfig
-from agent_threads.lifepoints import LifePoints
+from agent_threads.hooks.system import SystemHookConfig, SystemHooks
 from agent_threads.loop import BASE_PROMPT, LoopConfig
 from agent_threads.models.resolve import NO_MODEL, build_model, choose
 from agent_threads.permissions import Profile
@@ -110,6 +111,13 @@ class ThreadHost:
         launcher = self._launcher(info, env, profile, limits, name, shell_hooks, ext.specs, sandbox)
         ctx = replace(ctx, launch=launcher)
         system = BASE_PROMPT if info.process_id is None else f"{BASE_PROMPT}\n{info.prompt}"
+        site = ShellSite(
+            cwd,
+            env,
+            agent_name=info.hook or "ask",
+            instructions=system if info.process_id is not None else None,
+        )
+        reminders = replace(agent.system_hooks or SystemHookConfig(), extra=tuple(ext.triggers))
         cfg = LoopConfig(
             model=model,
             tools=default_tools(),
@@ -118,11 +126,14 @@ class ThreadHost:
             system=system,
             max_turns=agent.max_turns or self.settings.max_turns,
             budget_s=agent.timeout or self.settings.thread_timeout,
-            hook_points=HookPoints(shell_hooks, ctx, agent_name=info.hook or "ask"),
-            system_hooks=replace(
-                agent.system_hooks or SystemHookConfig(), extra=tuple(ext.triggers)
+            # The documented order at every point: system hooks, shell hooks, extensions.
+            hooks=HookSet(
+                [
+                    SystemHooks(reminders),
+                    ShellHooks(shell_hooks, site),
+                    LifecycleHooks(ext, cwd=cwd, model=model.name),
+                ]
             ),
-            life=LifePoints(ext, thread_id=info.id, cwd=cwd, model=model.name),
         )
         return Prepared(cfg, redact=self._redact(launched))
 

@@ -6,14 +6,13 @@ The tables behind them, and what each time means: ARCHITECTURE.md, "State".
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from agent_threads.spawn import format_runtime
 
 if TYPE_CHECKING:  # records only as types here: `ps` imports SQLAlchemy when it reads
-    from state.entries import EntryRecord
     from state.fires import FireRecord
     from state.processes import ProcessRecord
     from state.threads import ThreadRecord
@@ -51,9 +50,7 @@ def process_json(p: ProcessRecord) -> dict[str, Any]:
     }
 
 
-def thread_json(
-    t: ThreadRecord, *, full: bool = False, entries: Sequence[EntryRecord] | None = None
-) -> dict[str, Any]:
+def thread_json(t: ThreadRecord) -> dict[str, Any]:
     data: dict[str, Any] = {
         "id": thread_ref(t.id),
         "process_id": t.process_id,
@@ -69,24 +66,7 @@ def thread_json(
         "error": t.error,
         "turns": t.turns,
     }
-    if full:
-        items = list(entries or [])
-        data["prompt"] = t.prompt
-        data["entries"] = [{"seq": e.seq, "kind": e.kind, "at": iso(e.at), **e.data} for e in items]
-        data["usage"] = usage_json(items)
     return data
-
-
-def usage_json(entries: Sequence[EntryRecord]) -> dict[str, int]:
-    """Tokens over all model replies, as the providers reported them."""
-    total = {"input_tokens": 0, "output_tokens": 0, "model_calls": 0}
-    for e in entries:
-        if e.kind == "assistant":
-            total["model_calls"] += 1
-            u = e.data.get("usage") or {}
-            total["input_tokens"] += int(u.get("input_tokens", 0))
-            total["output_tokens"] += int(u.get("output_tokens", 0))
-    return total
 
 
 def fire_json(f: FireRecord) -> dict[str, Any]:
@@ -204,135 +184,3 @@ def thread_head(t: ThreadRecord) -> str:
     if t.error:
         lines.append(f"error: {t.error}")
     return "\n".join(lines)
-
-
-def _indent(text: str, limit: int | None) -> list[str]:
-    lines = text.rstrip("\n").split("\n") if text else []
-    if limit is not None and len(lines) > limit:
-        lines = [*lines[:limit], f"… ({len(lines) - limit} more lines; thread show has all)"]
-    return [f"    {ln}" for ln in lines]
-
-
-def _args(arguments: dict[str, Any]) -> str:
-    return json.dumps(arguments, ensure_ascii=False)
-
-
-def _assistant(e: EntryRecord, d: dict[str, Any], limit: int | None) -> list[str]:
-    out = [f"[{local(e.at)}] assistant ({d.get('model', '?')}):"]
-    out += _indent(str(d.get("content") or ""), limit)
-    return out + [f"  -> {c['name']} {_args(c.get('arguments') or {})}" for c in d["tool_calls"]]
-
-
-def _approval(d: dict[str, Any]) -> list[str]:
-    by = {"user": "a person", "hook": "a PreToolUse hook"}.get(
-        str(d.get("by")), "the permission rules"
-    )
-    words = {"ask": "needs approval", "approved": "approved", "denied": "denied"}
-    why = f": {d['reason']}" if d.get("reason") else ""
-    return [f"  ?? {d['name']} {words.get(d['decision'], d['decision'])} by {by}{why}"]
-
-
-def _command_result(d: dict[str, Any], limit: int | None) -> list[str]:
-    mark = "" if d.get("ok") else " (failed)"
-    out = [f"  <- /{d['name']}{mark}", *_indent(str(d.get("output") or ""), limit)]
-    return out + [f"    note: {n}" for n in d.get("notes") or []]
-
-
-_Render = Callable[["EntryRecord", dict[str, Any], "int | None"], list[str]]
-_RENDER: dict[str, _Render] = {
-    "user": lambda e, d, n: [f"[{local(e.at)}] user:", *_indent(str(d["text"]), n)],
-    "assistant": _assistant,
-    "tool_result": lambda e, d, n: [
-        f"  <- {d['name']} [{d['status']}]",
-        *_indent(str(d["output"]), n),
-    ],
-    "approval": lambda e, d, n: _approval(d),
-    "note": lambda e, d, n: [f"  -- {d['text']}"],
-    "hook": lambda e, d, n: hook_lines(d),
-    "injected": lambda e, d, n: [
-        f"  ++ {d['event']} hook added a {d['role']} message:",
-        *_indent(str(d["text"]), n),
-    ],
-    "retry": lambda e, d, n: [f"  -- {d['event']} hook asked for another answer ({d['by']})"],
-    "final": lambda e, d, n: [
-        f"  -- final answer rewritten by {d['by']}:",
-        *_indent(str(d["content"]), n),
-    ],
-    "command": lambda e, d, n: [
-        f"[{local(e.at)}] command: /{d['name']} {d.get('args') or ''}".rstrip()
-    ],
-    "command_result": lambda e, d, n: _command_result(d, n),
-    "system_hook": lambda e, d, n: ["  << system hooks:", *_indent(str(d["text"]), n)],
-    "context": lambda e, d, n: [
-        f"  ++ {d['event']} hook added to the context:",
-        *_indent(str(d["text"]), n),
-    ],
-    "tool_pid": lambda e, d, n: [],  # bookkeeping: what to kill if the daemon dies mid-call
-}
-_DETAIL: dict[str, _Render] = {  # shown by `thread show`, not while following
-    "tool_start": lambda e, d, n: [f"  .. {d['name']} started"],
-    "custom": lambda e, d, n: [f"  .. custom entry {d['type']}: {_args(d['data'])}"],
-}
-
-
-def entry_lines(e: EntryRecord, *, full: bool = True) -> list[str]:
-    """How one transcript entry reads for a person."""
-    d, kind = e.data, e.kind
-    limit = None if full else 12
-    if kind in _DETAIL:
-        return _DETAIL[kind](e, d, limit) if full else []
-    render = _RENDER.get(kind)
-    return render(e, d, limit) if render else [f"  {kind}: {_args(d)}"]
-
-
-def hook_lines(d: dict[str, Any]) -> list[str]:
-    """One shell hook run: which hook, on what, how long, how it ended, what it decided."""
-    how = "timed out" if d.get("timed_out") else f"exit {d.get('exit_code')}"
-    if d.get("decision") == "skipped":
-        how = "skipped (condition not met)"
-    on = f" on {d['matcher']}" if d.get("matcher") else ""
-    said = f" -> {d['decision']}" if d.get("decision") not in (None, "skipped") else ""
-    why = f": {d['reason']}" if d.get("reason") else ""
-    ms = d.get("duration_ms", 0)
-    out = [f"  ## {d['event']} hook `{d['hook']}`{on}: {how} in {ms} ms{said}{why}"]
-    if d.get("updated_input") is not None:
-        out.append(f"     input rewritten to {_args(d['updated_input'])}")
-    return out
-
-
-def thread_text(t: ThreadRecord, entries: Sequence[EntryRecord]) -> str:
-    u = usage_json(entries)
-    lines = [
-        thread_head(t),
-        f"usage: {u['model_calls']} model calls, {u['input_tokens']} input tokens, "
-        f"{u['output_tokens']} output tokens",
-        "",
-        *prompt_lines(t),
-    ]
-    for e in entries:
-        lines += entry_lines(e)
-    if not entries:
-        lines.append("(no entries yet)")
-    return "\n".join(lines + final_lines(t, entries))
-
-
-def prompt_lines(t: ThreadRecord) -> list[str]:
-    """The system prompt, then the heading the transcript's entries follow."""
-    return ["--- prompt ---", t.prompt.rstrip("\n"), "--- transcript ---"]
-
-
-def final_lines(t: ThreadRecord, entries: Sequence[EntryRecord]) -> list[str]:
-    """The final answer of a completed thread, under its heading; nothing otherwise."""
-    final = _final_answer(t, entries)
-    return [] if final is None else ["--- final answer ---", final]
-
-
-def _final_answer(t: ThreadRecord, entries: Sequence[EntryRecord]) -> str | None:
-    if t.status != "completed":
-        return None
-    for e in reversed(entries):
-        if e.kind == "final":
-            return str(e.data["content"])
-        if e.kind == "assistant":
-            return str(e.data.get("content") or "(no text)")
-    return None

@@ -220,7 +220,7 @@ def test_hooks_check_names_the_line_of_each_agent_problem(env: Env) -> None:
     r = env.cli("hooks", "check", str(path))
     assert r.returncode == 2 and "Traceback" not in r.stderr
     lines = r.stderr.splitlines()
-    assert lines[0].startswith(f"{path}:3: agent.model must be provider:name, got \"gpt-4\"")
+    assert lines[0].startswith(f'{path}:3: agent.model must be provider:name, got "gpt-4"')
     assert lines[1].startswith(f"{path}:4: agent.max_turns must be a whole number from 1")
     assert lines[2].startswith(f"{path}:5: agent.sandbox.netwrk is not a sandbox setting")
     assert lines[3].startswith(f"{path}:9: agent.hooks.PreToolUse.0.comand: unknown key")

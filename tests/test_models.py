@@ -8,7 +8,15 @@ from typing import Any
 import pytest
 from modelserver import ModelServer
 
-from agent_threads.chat import Message, Model, ToolCall, ToolSpec
+from agent_threads.messages import (
+    Message,
+    Model,
+    SystemMessage,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    UserMessage,
+)
 from agent_threads.models.anthropic import AnthropicModel
 from agent_threads.models.openai import OpenAIModel
 from agent_threads.models.retry import complete_with_retry
@@ -43,7 +51,7 @@ KINDS = [
     pytest.param("anthropic", True, id="anthropic-stream"),
     pytest.param("anthropic", False, id="anthropic-plain"),
 ]
-USER = [Message("user", "what failed?")]
+USER: list[Message] = [UserMessage("what failed?")]
 
 
 @pytest.mark.anyio
@@ -89,10 +97,10 @@ async def test_tool_calls_and_results_round_trip(
     )
     history = [
         *USER,
-        Message("assistant", reply.content, reply.tool_calls),
-        Message("tool", "line1\nline2", tool_call_id="c1", name="Bash"),
-        Message("tool", "no such file", tool_call_id="c2", name="Read", is_error=True),
-        Message("user", "hurry up"),
+        reply.message(),
+        ToolResult("c1", "Bash", "line1\nline2"),
+        ToolResult("c2", "Read", "no such file", is_error=True),
+        SystemMessage("hurry up"),  # a hook's system word travels as a user turn
     ]
     server.push("ok")
     assert (await model.complete("s", history, TOOLS)).content == "ok"

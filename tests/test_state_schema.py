@@ -133,7 +133,10 @@ def test_an_unreachable_postgresql_is_a_clear_runtime_failure(tmp_path: Path) ->
         "SUPERVISE_DB_TIMEOUT": "2",
     }
     r = subprocess.run(
-        [sys.executable, "-m", "supervisor", "ps"], env=env, capture_output=True, text=True,
+        [sys.executable, "-m", "supervisor", "ps"],
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=60,
     )
     assert r.returncode == 1, r.stderr

@@ -11,12 +11,13 @@ from conftest import Daemon, Env
 from modelserver import ModelServer
 from test_threads_e2e import hook_file, run_hooked, script, settled
 
-from agent_threads.entries import Entry
 from agent_threads.hooks.system import (
     SystemHookConfig,
     collect_system_hooks,
     format_system_hooks,
 )
+from agent_threads.transcript import Entry, decode
+from state.entries import EntryRecord
 
 PLAN_DONE = (
     "All tasks have been completed. Consider updating the following files with any new or "
@@ -42,8 +43,9 @@ def history(*calls: tuple[str, dict[str, Any]]) -> list[Entry]:
     for i, (tool, res) in enumerate(calls):
         cid = f"h{i}"
         reply = {"tool_calls": [{"id": cid, "name": tool, "arguments": res["arguments"]}]}
-        out.append(Entry(len(out) + 1, "assistant", 0.0, reply))
-        out.append(Entry(len(out) + 1, "tool_result", 0.0, {**res, "call_id": cid, "name": tool}))
+        out.append(decode(EntryRecord(len(out) + 1, "assistant", 0.0, reply)))
+        result = {**res, "call_id": cid, "name": tool}
+        out.append(decode(EntryRecord(len(out) + 1, "tool_result", 0.0, result)))
     return out
 
 

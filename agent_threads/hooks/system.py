@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
-from agent_threads.entries import Entry
+from agent_threads.hooks.base import Decision, Hooks, Turn, go_on
+from agent_threads.messages import AssistantMessage
+from agent_threads.transcript import AssistantReply, Entry, Reminder, ToolOutput, last_reply
 
 Trigger = Callable[[str, Mapping[str, Any]], "str | None"]
 
@@ -232,18 +234,22 @@ class _Batch:
         )
 
 
-def _history_calls(entries: Sequence[Entry]) -> list[tuple[str, Mapping[str, Any]]]:
-    """(tool, result with its arguments) of every answered call, in order."""
+def _answered(entries: Sequence[Entry]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(tool, result with its call's arguments) of every answered call, in order.
+
+    The mapping is what triggers get: the result's JSON form plus `arguments` (the shape
+    extensions' `api.on("system_hook", fn)` triggers read).
+    """
     args = {
-        c["id"]: c.get("arguments") or {}
+        c.id: c.arguments
         for e in entries
-        if e.kind == "assistant"
-        for c in e.data.get("tool_calls") or []
+        if isinstance(e.body, AssistantReply)
+        for c in e.body.tool_calls
     }
     return [
-        (str(e.data["name"]), {**e.data, "arguments": args.get(e.data["call_id"], {})})
+        (e.body.name, {**e.body.to_json(), "arguments": args.get(e.body.call_id, {})})
         for e in entries
-        if e.kind == "tool_result"
+        if isinstance(e.body, ToolOutput)
     ]
 
 
@@ -284,7 +290,7 @@ def collect_system_hooks(
         for trig in (*extra, *cfg.extra):
             if msg := _safe(trig, tool, result):
                 out.append(msg)
-    before = _history_calls(history)
+    before = _answered(history)
     out += _streaks(b, before, batch)
     if "context_usage" not in cfg.off and input_tokens > cfg.ratio * cfg.window:
         share = round(100 * input_tokens / cfg.window)
@@ -348,3 +354,29 @@ def _streaks(
             )
         )
     return out
+
+
+class SystemHooks(Hooks):
+    """After a batch of tool results, before the next model call: the reminders, as ONE
+    user message (saved, so a restarted thread does not send them twice)."""
+
+    def __init__(self, cfg: SystemHookConfig) -> None:
+        self.cfg = cfg
+
+    async def before_model(self, *, turn: Turn) -> Decision[AssistantMessage]:
+        entries = turn.entries
+        last = last_reply(entries)
+        if last is None:
+            return go_on()
+        reply = entries[last].body
+        assert isinstance(reply, AssistantReply)
+        after = entries[last + 1 :]
+        if not reply.tool_calls or any(isinstance(e.body, Reminder) for e in after):
+            return go_on()
+        mine = {c.id for c in reply.tool_calls}
+        batch = [(tool, r) for tool, r in _answered(entries) if r["call_id"] in mine]
+        used = reply.usage.input_tokens if reply.usage else 0
+        msgs = collect_system_hooks(batch, entries[:last], self.cfg, input_tokens=used)
+        if msgs:
+            await turn.save(Reminder(format_system_hooks(msgs), tuple(msgs)))
+        return go_on()

@@ -7,7 +7,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_threads.chat import Message, Reply, ToolCall, ToolSpec, Usage
+from agent_threads.messages import (
+    AssistantMessage,
+    Message,
+    Reply,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
 from agent_threads.models.http import Endpoint, credentials, parse_arguments
 from supervise.errors import ModelError, TransientModelError
 
@@ -28,7 +36,7 @@ def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
         return out[-1]["content"]  # type: ignore[no-any-return]
 
     for m in messages:
-        if m.role == "assistant":
+        if isinstance(m, AssistantMessage):
             blocks: list[dict[str, Any]] = []
             if m.content:
                 blocks.append({"type": "text", "text": m.content})
@@ -37,16 +45,16 @@ def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 for c in m.tool_calls
             ]
             out.append({"role": "assistant", "content": blocks or [{"type": "text", "text": ""}]})
-        elif m.role == "tool":
+        elif isinstance(m, ToolResult):
             block: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": m.tool_call_id,
-                "content": m.content,
+                "content": m.text,
             }
             if m.is_error:
                 block["is_error"] = True
             user_blocks().append(block)
-        else:
+        else:  # a user's word, and a hook's system word (Anthropic has no mid-thread system)
             user_blocks().append({"type": "text", "text": m.content})
     return out
 

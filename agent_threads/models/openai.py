@@ -11,7 +11,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_threads.chat import Message, Reply, ToolCall, ToolSpec, Usage
+from agent_threads.messages import (
+    AssistantMessage,
+    Message,
+    Reply,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
 from agent_threads.models.http import Endpoint, credentials, parse_arguments
 from supervise.errors import ModelError, TransientModelError
 
@@ -20,11 +28,12 @@ KEY_VAR = "OPENAI_API_KEY"
 
 
 def wire_messages(system: str, messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Our conversation as chat completions messages (a hook's system word as a user turn)."""
     out: list[dict[str, Any]] = [{"role": "system", "content": system}]
     for m in messages:
-        if m.role == "tool":
-            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content})
-        elif m.role == "assistant":
+        if isinstance(m, ToolResult):
+            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.text})
+        elif isinstance(m, AssistantMessage):
             msg: dict[str, Any] = {"role": "assistant", "content": m.content or None}
             if m.tool_calls:
                 msg["tool_calls"] = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from agent_threads.chat import Model
+from agent_threads.messages import Model
 from supervise.errors import ModelError
 
 NO_MODEL = "no model configured: set agent.model in the hook file or SUPERVISE_MODEL"

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 
-from agent_threads.chat import Message, Model, Reply, ToolSpec
+from agent_threads.messages import Message, Model, Reply, ToolSpec
 from supervise.errors import TransientModelError
 
 OnRetry = Callable[[int, TransientModelError, float], None]

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from agent_threads.chat import Message, Reply, ToolCall, ToolSpec, Usage
+from agent_threads.messages import AssistantMessage, Message, Reply, ToolCall, ToolSpec, Usage
 from supervise.errors import ModelError
 
 _TURN_KEYS = {"content", "tool_calls", "usage"}
@@ -62,7 +62,7 @@ class ScriptedModel:
     async def complete(
         self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> Reply:
-        index = sum(1 for m in messages if m.role == "assistant")
+        index = sum(1 for m in messages if isinstance(m, AssistantMessage))
         if index >= len(self.turns):
             return Reply(stop_reason="end_of_script")
         return self.turns[index]

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from agent_threads.chat import ToolSpec
+from agent_threads.messages import ToolSpec
 from agent_threads.sandbox import Sandbox
 from supervise.errors import Signal
 
