@@ -20,13 +20,12 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import psutil
 
 from agent_threads.hooks.base import Action, Decision, Hooks, HookSet, Turn
-from agent_threads.journal import Journal
 from agent_threads.messages import (
     AssistantMessage,
     Model,
@@ -103,6 +102,16 @@ class LoopConfig:
     hooks: Hooks = field(default_factory=HookSet)
 
 
+class Sink(Protocol):
+    """Where the loop saves entries: `journal.Journal` (the state database), or a test's list."""
+
+    thread_id: int
+
+    def append(self, body: Body) -> Entry:
+        """Save one entry; raises ThreadStopped if the thread is no longer running."""
+        ...
+
+
 @dataclass(frozen=True)
 class LoopEnd:
     status: ThreadStatus  # completed | failed | waiting_approval
@@ -143,7 +152,7 @@ def _failed(d: Decision[Any]) -> LoopEnd:
 
 @dataclass
 class _Run:
-    journal: Journal
+    journal: Sink
     cfg: LoopConfig
     turn: Turn
     retries: int = 0  # after_model RETRYs in a row
@@ -353,7 +362,7 @@ def _reply_of(msg: AssistantMessage) -> Reply:
     return Reply(msg.content or "", calls)
 
 
-async def run_loop(journal: Journal, cfg: LoopConfig, entries: list[Entry], turns: int) -> LoopEnd:
+async def run_loop(journal: Sink, cfg: LoopConfig, entries: list[Entry], turns: int) -> LoopEnd:
     """Run from `entries` until the thread ends, waits, or uses up its budget.
 
     Raises:

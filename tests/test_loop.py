@@ -1,0 +1,467 @@
+"""The agent loop in process, from event tables: a table model, recording tools and hooks.
+
+No daemon and no subprocess: the loop gets its parts as plain attributes (as honcho's manager
+tests do), so each case is a table row (what the model replies, what the rules and hooks
+decide) and what it must produce (the transcript's kinds, how the thread ends, what ran).
+The crash-resume property runs the loop from every prefix of every table's transcript.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from pydantic import Field
+
+from agent_threads.hooks.base import Action, Decision, Hooks, HookSet, Turn, go_on
+from agent_threads.loop import LoopConfig, LoopEnd, run_loop
+from agent_threads.messages import (
+    AssistantMessage,
+    Message,
+    Reply,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
+from agent_threads.permissions import Profile
+from agent_threads.tools.base import Tool, ToolArgs, ToolContext
+from agent_threads.tools.base import ToolResult as Observation
+from agent_threads.transcript import (
+    Approval,
+    Body,
+    Entry,
+    ToolOutput,
+    UserText,
+)
+from state.threads import ThreadStatus
+
+# -- the fakes, passed in as attributes ------------------------------------------------------
+
+
+class Clock:
+    """A clock that moves only when told (every read moves it one second)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        self.now += 1
+        return self.now
+
+
+@dataclass
+class MemoryJournal:
+    """The loop's sink as a list (state/ has its own tests; these are about the loop)."""
+
+    thread_id: int = 1
+    saved: list[Entry] = field(default_factory=list)
+    clock: Clock = field(default_factory=Clock)
+
+    def append(self, body: Body) -> Entry:
+        entry = Entry(len(self.saved) + 1, self.clock(), body)
+        self.saved.append(entry)
+        return entry
+
+
+@dataclass
+class TableModel:
+    """Replies from a table: reply n answers the conversation with n earlier replies, so a
+    resumed thread gets the same reply again (as the scripted model does)."""
+
+    replies: Sequence[Reply]
+    sent: list[list[Message]] = field(default_factory=list)
+    name: str = "table:test"
+
+    async def complete(
+        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> Reply:
+        self.sent.append(list(messages))
+        n = sum(1 for m in messages if isinstance(m, AssistantMessage))
+        return self.replies[n] if n < len(self.replies) else Reply("(end of table)")
+
+
+class CommandArgs(ToolArgs):
+    command: str = Field(description="what to run")
+
+
+class RecordingBash(Tool):
+    """Stands in for Bash: records each command; `fail...` commands fail."""
+
+    name: ClassVar[str] = "Bash"
+    description: ClassVar[str] = "records commands"
+    Args: ClassVar[type[ToolArgs]] = CommandArgs
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    async def run(self, args: Any, ctx: ToolContext) -> Observation:
+        self.ran.append(args.command)
+        failed = args.command.startswith("fail")
+        return Observation(f"ran {args.command}", is_error=failed)
+
+
+Point = str
+
+
+class RecordingHooks(Hooks):
+    """One hook family that records every point it is called at and answers from a table."""
+
+    def __init__(
+        self, answers: Mapping[Point, Decision[Any]] | None = None, name: str = ""
+    ) -> None:
+        self.answers = dict(answers or {})
+        self.name = name
+        self.calls: list[str] = []
+
+    def _at(self, point: Point) -> Decision[Any]:
+        self.calls.append(f"{self.name}{point}")
+        return self.answers.get(point, go_on())
+
+    async def session_start(self, *, turn: Turn) -> Decision[None]:
+        return self._at("session_start")
+
+    async def before_model(self, *, turn: Turn) -> Decision[AssistantMessage]:
+        return self._at("before_model")
+
+    async def after_model(
+        self, *, turn: Turn, reply: AssistantMessage
+    ) -> Decision[AssistantMessage]:
+        return self._at("after_model")
+
+    async def before_tool(
+        self, *, turn: Turn, call: ToolCall, approved: bool
+    ) -> Decision[ToolCall | ToolResult]:
+        return self._at("before_tool")
+
+    async def after_tool(
+        self, *, turn: Turn, call: ToolCall, result: ToolResult
+    ) -> Decision[ToolResult]:
+        return self._at("after_tool")
+
+    async def before_final(
+        self, *, turn: Turn, answer: AssistantMessage
+    ) -> Decision[AssistantMessage]:
+        return self._at("before_final")
+
+    async def session_end(self, *, turn: Turn, status: ThreadStatus) -> None:
+        self._at("session_end")
+
+
+def bash(*commands: str, content: str = "") -> Reply:
+    calls = tuple(ToolCall(f"c-{c}", "Bash", {"command": c}) for c in commands)
+    return Reply(content, calls, Usage(10, 2))
+
+
+def answer(text: str) -> Reply:
+    return Reply(text, (), Usage(10, 2))
+
+
+ALLOW_ALL = Profile.from_json([{"allow": ["Bash"]}])
+RULES = Profile.from_json([{"allow": ["Bash"], "ask": ["Bash(deploy:*)"], "deny": ["Bash(rm:*)"]}])
+
+
+@dataclass
+class Thread:
+    model: TableModel
+    tool: RecordingBash
+    journal: MemoryJournal
+    cfg: LoopConfig
+
+    def kinds(self) -> list[str]:
+        return [e.kind for e in self.journal.saved]
+
+    async def run(self, turns: int = 0) -> LoopEnd:
+        return await run_loop(self.journal, self.cfg, list(self.journal.saved), turns)
+
+
+def thread(
+    replies: Sequence[Reply],
+    *,
+    profile: Profile = ALLOW_ALL,
+    hooks: Sequence[Hooks] = (),
+    max_turns: int = 50,
+    saved: Sequence[Body] = (UserText("go"),),
+) -> Thread:
+    model, tool, journal = TableModel(replies), RecordingBash(), MemoryJournal()
+    for body in saved:
+        journal.append(body)
+    ctx = ToolContext(thread_id=1, cwd=Path("/nonexistent-cwd"), env={})
+    cfg = LoopConfig(
+        model=model,
+        tools={tool.name: tool},
+        profile=profile,
+        ctx=ctx,
+        system="sys",
+        max_turns=max_turns,
+        clock=journal.clock,
+        hooks=HookSet(hooks),
+    )
+    return Thread(model, tool, journal, cfg)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+# -- the table -------------------------------------------------------------------------------
+
+FAIL = Decision[Any](Action.FAIL, reason="no", source="t")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    replies: tuple[Reply, ...]
+    kinds: tuple[str, ...]  # the transcript after the first entry (the prompt)
+    status: ThreadStatus
+    ran: tuple[str, ...] = ()
+    profile: Profile = ALLOW_ALL
+    answers: Mapping[Point, Decision[Any]] = field(default_factory=dict)
+    error: str | None = None  # a part of LoopEnd.error
+
+
+CASES = [
+    Case("answer", (answer("done"),), ("assistant",), "completed"),
+    Case(
+        "one call",
+        (bash("ls"), answer("done")),
+        ("assistant", "tool_start", "tool_result", "assistant"),
+        "completed",
+        ("ls",),
+    ),
+    Case(
+        "two calls in one reply run in order",
+        (bash("a", "b"), answer("done")),
+        ("assistant", "tool_start", "tool_result", "tool_start", "tool_result", "assistant"),
+        "completed",
+        ("a", "b"),
+    ),
+    Case(
+        "a failing call is an observation",
+        (bash("fail now"), answer("it failed")),
+        ("assistant", "tool_start", "tool_result", "assistant"),
+        "completed",
+        ("fail now",),
+    ),
+    Case(
+        "denied by a rule",
+        (bash("rm -rf x"), answer("ok")),
+        ("assistant", "approval", "tool_result", "assistant"),
+        "completed",
+        profile=RULES,
+    ),
+    Case(
+        "a rule asks",
+        (bash("deploy prod"),),
+        ("assistant", "approval"),
+        "waiting_approval",
+        profile=RULES,
+    ),
+    Case(
+        "a hook denies",
+        (bash("ls"), answer("ok")),
+        ("assistant", "tool_result", "assistant"),
+        "completed",
+        answers={"before_tool": Decision(Action.DENY, ToolResult("c-ls", "Bash", "no", True))},
+    ),
+    Case(
+        "a hook answers for the tool",
+        (bash("ls"), answer("ok")),
+        ("assistant", "tool_result", "assistant"),
+        "completed",
+        answers={"before_tool": Decision(Action.STOP, ToolResult("c-ls", "Bash", "cached"))},
+    ),
+    Case(
+        "a hook asks",
+        (bash("ls"),),
+        ("assistant", "approval"),
+        "waiting_approval",
+        answers={"before_tool": Decision(Action.ASK, reason="check")},
+    ),
+    Case(
+        "a hook rewrites the input",
+        (bash("ls"), answer("ok")),
+        ("assistant", "tool_start", "tool_result", "assistant"),
+        "completed",
+        ("ls -la",),
+        answers={"before_tool": go_on(ToolCall("c-ls", "Bash", {"command": "ls -la"}))},
+    ),
+    Case("session_start fails", (answer("x"),), (), "failed", answers={"session_start": FAIL}),
+    Case("before_model fails", (answer("x"),), (), "failed", answers={"before_model": FAIL}),
+    Case(
+        "before_model answers for the model",
+        (),
+        ("assistant",),
+        "completed",
+        answers={"before_model": Decision(Action.STOP, AssistantMessage("cached"))},
+    ),
+    Case("after_model fails", (answer("x"),), (), "failed", answers={"after_model": FAIL}),
+    Case(
+        "after_model retries until the cap",
+        (answer("x"),),
+        ("note", "note", "note"),
+        "failed",
+        answers={"after_model": Decision(Action.RETRY)},
+        error="stopped at the retry cap",
+    ),
+    Case(
+        "before_tool fails",
+        (bash("ls"),),
+        ("assistant",),
+        "failed",
+        answers={"before_tool": FAIL},
+    ),
+    Case(
+        "after_tool fails and the result is kept",
+        (bash("ls"),),
+        ("assistant", "tool_start", "tool_result"),
+        "failed",
+        ("ls",),
+        answers={"after_tool": FAIL},
+    ),
+    Case(
+        "before_final rewrites",
+        (answer("x"),),
+        ("assistant", "final"),
+        "completed",
+        answers={"before_final": go_on(AssistantMessage("X"))},
+    ),
+    Case(
+        "before_final retries until the cap",
+        (answer("x"),),
+        ("assistant", "retry", "assistant", "retry", "assistant", "retry", "assistant"),
+        "failed",
+        answers={"before_final": Decision(Action.RETRY)},
+        error="stopped at the retry cap",
+    ),
+    Case(
+        "before_final fails",
+        (answer("x"),),
+        ("assistant",),
+        "failed",
+        answers={"before_final": FAIL},
+    ),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+async def test_table(case: Case) -> None:
+    t = thread(case.replies, profile=case.profile, hooks=[RecordingHooks(case.answers)])
+    end = await t.run()
+    assert (end.status, t.kinds()[1:], tuple(t.tool.ran)) == (
+        case.status,
+        list(case.kinds),
+        case.ran,
+    )
+    if case.error is not None:
+        assert end.error is not None and case.error in end.error
+
+
+@pytest.mark.anyio
+async def test_the_points_come_in_the_documented_order_and_families_in_theirs() -> None:
+    first, second = RecordingHooks(name="1:"), RecordingHooks(name="2:")
+    t = thread((bash("ls"), answer("done")), hooks=[first, second])
+    assert (await t.run()).status == "completed"
+    points = [
+        "session_start",
+        "before_model",
+        "after_model",
+        "before_tool",
+        "after_tool",
+        "before_model",
+        "after_model",
+        "before_final",
+        "session_end",
+    ]
+    merged = [c for pair in zip(first.calls, second.calls, strict=True) for c in pair]
+    assert merged == [f"{n}:{p}" for p in points for n in "12"]
+
+
+@pytest.mark.anyio
+async def test_the_first_decision_ends_the_round_and_values_flow_to_the_next_family() -> None:
+    rewrite = RecordingHooks({"before_tool": go_on(ToolCall("c-ls", "Bash", {"command": "pwd"}))})
+    deny = RecordingHooks(
+        {"before_tool": Decision(Action.DENY, ToolResult("c-ls", "Bash", "no", True))}
+    )
+    never = RecordingHooks(name="x:")
+    t = thread((bash("ls"), answer("ok")), hooks=[rewrite, deny, never])
+    await t.run()
+    assert "x:before_tool" not in never.calls and t.tool.ran == []
+    out = [e.body for e in t.journal.saved if isinstance(e.body, ToolOutput)]
+    assert [(o.status, o.output) for o in out] == [("denied", "no")]
+
+
+@pytest.mark.anyio
+async def test_max_turns_fails_with_a_note_saying_how_to_go_on() -> None:
+    t = thread([bash(str(i)) for i in range(5)], max_turns=2)
+    end = await t.run()
+    assert end.status == "failed" and end.error is not None and "supervise send" in end.error
+    assert t.tool.ran == ["0", "1"]
+
+
+@pytest.mark.anyio
+async def test_an_approved_call_runs_once_a_denied_one_never() -> None:
+    for decision, ran in (("approved", ["deploy prod"]), ("denied", [])):
+        t = thread((bash("deploy prod"), answer("ok")), profile=RULES)
+        assert (await t.run()).status == "waiting_approval"
+        t.journal.append(Approval("c-deploy prod", "Bash", decision, "user"))  # type: ignore[arg-type]
+        assert (await t.run(turns=1)).status == "completed"
+        assert t.tool.ran == ran
+
+
+@pytest.mark.anyio
+async def test_the_model_sees_the_projection_with_results_after_their_reply() -> None:
+    t = thread((bash("a"), answer("done")))
+    await t.run()
+    second = t.model.sent[1]
+    assert [type(m).__name__ for m in second] == ["UserMessage", "AssistantMessage", "ToolResult"]
+    assert isinstance(second[2], ToolResult) and second[2].result == "ran a"
+
+
+# -- crash and resume, from every prefix -----------------------------------------------------
+
+SCRIPTS = [
+    (bash("a"), answer("done")),
+    (bash("a", "b"), bash("c"), answer("done")),
+    (bash("fail x"), bash("y", "z"), answer("done")),
+    (bash("rm -rf /"), bash("ok"), answer("done")),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("script", range(len(SCRIPTS)))
+async def test_a_run_cut_after_any_entry_resumes_without_running_a_call_twice(script: int) -> None:
+    """Every prefix of a finished transcript is a state a SIGKILL can leave: resumed from it,
+    the thread ends the same way, no call runs twice, and a call that was in flight is
+    reported as interrupted instead of run again."""
+    full = thread(SCRIPTS[script], profile=RULES)
+    assert (await full.run()).status == "completed"
+    bodies = [e.body for e in full.journal.saved]
+    for cut in range(1, len(bodies) + 1):
+        t = thread(SCRIPTS[script], profile=RULES, saved=bodies[:cut])
+        ran_before = [e.body.call_id for e in t.journal.saved if isinstance(e.body, ToolOutput)]
+        turns = sum(1 for b in bodies[:cut] if b.kind == "assistant")
+        end = await t.run(turns)
+        assert end.status == "completed", (cut, end)
+        outputs = [e.body for e in t.journal.saved if isinstance(e.body, ToolOutput)]
+        ids = [o.call_id for o in outputs]
+        assert len(ids) == len(set(ids)), f"cut at {cut}: a call answered twice: {ids}"
+        assert not set(f"c-{c}" for c in t.tool.ran) & set(ran_before), cut
+        if bodies[cut - 1].kind == "tool_start":
+            assert outputs[len(ran_before)].status == "interrupted", cut
+
+
+def test_the_loop_imports_no_hook_family() -> None:
+    # The loop calls "the hooks" (hooks.base); which families exist is threadhost's business.
+    tree = ast.parse((Path(__file__).parent.parent / "agent_threads" / "loop.py").read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert "agent_threads.hooks.base" in imported
+    families = {"shell", "shellrun", "system", "lifecycle"}
+    assert not {m for m in imported if m.rsplit(".", 1)[-1] in families | {"extensions"}}
