@@ -236,7 +236,7 @@ class Approval:
                 "name": self.name,
                 "decision": self.decision,
                 "by": self.by,
-                "reason": self.reason,
+                "reason": self.reason or None,
                 "rule": self.rule,
             }
         )

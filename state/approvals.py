@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Generic, Literal, Protocol, TypeVar
 
 from sqlalchemy.engine import Connection
 
@@ -14,29 +14,6 @@ from state.entries import EntryRecord, ExternalItem, insert_entry, read_entries_
 from state.threads import ThreadStatus, lock_status, requeue
 
 Decision = Literal["approved", "denied"]
-DecidedBy = Literal["user"]  # the loop records `rule` and `hook` decisions itself
-
-
-@dataclass(frozen=True)
-class Approval:
-    """A decision on one tool call, as its `approval` entry holds it."""
-
-    call_id: str
-    name: str  # the tool
-    decision: Decision
-    by: DecidedBy = "user"
-    reason: str | None = None
-
-    def entry(self) -> ExternalItem:
-        data: dict[str, Any] = {
-            "call_id": self.call_id,
-            "name": self.name,
-            "decision": self.decision,
-            "by": self.by,
-        }
-        if self.reason:
-            data["reason"] = self.reason
-        return ("approval", data)
 
 
 class ToolCallLike(Protocol):
@@ -57,20 +34,19 @@ class Decided(Generic[C]):
 
     status: ThreadStatus | None  # the thread's status before; None: no such thread
     call: C | None
-    approval: Approval | None
 
 
 def decide(
     store: Store,
     thread_id: int,
-    decision: Decision,
     *,
     pending: Callable[[Sequence[EntryRecord]], C | None],
+    record: Callable[[C], ExternalItem],
     at: float,
-    reason: str | None = None,
 ) -> Decided[C]:
     """Record a person's decision on the call a waiting thread wants to make, and queue the
-    thread again. `pending` finds that call in the transcript (the loop's rule, passed in).
+    thread again. `pending` finds that call in the transcript and `record` writes the decision
+    as its entry (the transcript's kinds and rules belong to agent_threads, passed in).
 
     The status check, the transcript read and the write are one transaction: two people
     deciding at once cannot both record a decision.
@@ -80,11 +56,10 @@ def decide(
         before = lock_status(conn, thread_id)
         call = pending(read_entries_in(conn, thread_id)) if before == "waiting_approval" else None
         if call is None:
-            return Decided(before, None, None)
-        approval = Approval(call.id, call.name, decision, reason=reason)
-        kind, data = approval.entry()
+            return Decided(before, None)
+        kind, data = record(call)
         insert_entry(conn, thread_id, kind, at, data)
         requeue(conn, thread_id, "queued", reset_turns=False)
-        return Decided(before, call, approval)
+        return Decided(before, call)
 
     return store.transact(run)

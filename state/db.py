@@ -226,8 +226,7 @@ class Store:
             )
         if state in _RETRY_SQLSTATES:
             return DatabaseLocked(
-                f"{self.where}: a transaction kept conflicting with another writer ({text_}); "
-                "retry"
+                f"{self.where}: a transaction kept conflicting with another writer ({text_}); retry"
             )
         if self.backend == "postgresql":
             return self._postgres_error(exc, text_, state)

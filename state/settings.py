@@ -349,8 +349,7 @@ MAX_LOG_BYTES = Setting(
     key="max_log_bytes",
     parse=_whole(0),
     default=_const(DEFAULT_MAX_LOG_BYTES),
-    good="a whole number of bytes each output.log keeps on disk, 0 for no bound, "
-    "e.g. 67108864",
+    good="a whole number of bytes each output.log keeps on disk, 0 for no bound, e.g. 67108864",
 )
 AUTOSTART = Setting(
     name="autostart",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from watchfiles import watch
 
-from agent_threads.transcript import conversation, decode
+from agent_threads.transcript import Body, conversation, decode
 from state.approvals import Decision
 from state.db import Store, open_state_store
 from state.entries import ExternalItem, append_external, read_entries
@@ -189,7 +189,7 @@ def _decide(
     paths: StatePaths, settings: Settings, tid: int, decision: Decision, reason: str | None
 ) -> int:
     from agent_threads.loop import describe_call
-    from agent_threads.transcript import pending_approval
+    from agent_threads.transcript import Approval, pending_approval
     from state.approvals import decide
 
     with _store(paths, settings) as store:
@@ -197,10 +197,9 @@ def _decide(
         done = decide(
             store,
             tid,
-            decision,
             pending=lambda records: pending_approval([decode(r) for r in records]),
+            record=lambda call: _item(Approval(call.id, call.name, decision, "user", reason or "")),
             at=time.time(),
-            reason=reason,
         )
     if done.call is None:
         raise UserError(f"thread t{tid} is {done.status}, not waiting for approval")
@@ -208,6 +207,11 @@ def _decide(
     wake(paths)
     print(f"t{tid}: {decision} {describe_call(done.call)}; the thread resumes")
     return 0
+
+
+def _item(body: Body) -> ExternalItem:
+    """A transcript entry as the state layer writes it: its kind and its JSON."""
+    return (body.kind, body.to_json())
 
 
 def cmd_approve(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
@@ -219,8 +223,7 @@ def cmd_deny(args: argparse.Namespace, paths: StatePaths, settings: Settings) ->
 
 
 def cmd_send(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
-    from agent_threads.transcript import CommandSent, UserText, pending_approval
-    from state.approvals import Approval
+    from agent_threads.transcript import Approval, CommandSent, UserText, pending_approval
 
     tid = thread_id(args.id)
     text = " ".join(args.message).strip()
@@ -234,15 +237,14 @@ def cmd_send(args: argparse.Namespace, paths: StatePaths, settings: Settings) ->
         if call is not None:
             # A reply instead of a decision: the call is not run, and the model reads why.
             reason = "the person answered with a message instead of approving"
-            items.append(Approval(call.id, call.name, "denied", reason=reason).entry())
+            items.append(_item(Approval(call.id, call.name, "denied", "user", reason)))
         if text.startswith("/") and len(text) > 1 and not text.startswith("//"):
             # A slash command for the thread's extensions, run by the daemon; not a prompt.
             name, _, rest = text[1:].partition(" ")
-            sent = CommandSent(name, rest.strip(), args.choice)
-            items.append((sent.kind, sent.to_json()))
+            items.append(_item(CommandSent(name, rest.strip(), args.choice)))
         else:
             said = UserText(text.removeprefix("/") if text.startswith("//") else text)
-            items.append((said.kind, said.to_json()))
+            items.append(_item(said))
         last = entries[-1].seq if entries else 0
         allowed: tuple[ThreadStatus, ...] = (*TERMINAL, "waiting_approval")
         before = append_external(store, tid, items, allowed=allowed, at=time.time())

@@ -7,13 +7,21 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from state import threads as th
 from state.approvals import decide
 from state.db import DatabaseTarget, Store
-from state.entries import EntryRecord, append_entry, append_external, last_seq, read_entries
+from state.entries import (
+    EntryKind,
+    EntryRecord,
+    append_entry,
+    append_external,
+    last_seq,
+    read_entries,
+)
 from state.ratelimit import Rate
 from supervise.errors import ThreadStopped
 
@@ -236,6 +244,11 @@ class Call:
     name: str
 
 
+def _denied(call: Call) -> tuple[EntryKind, dict[str, Any]]:
+    data = {"call_id": call.id, "name": call.name, "decision": "denied", "by": "user"}
+    return ("approval", {**data, "reason": "no"})
+
+
 def _pending(entries: Sequence[EntryRecord]) -> Call | None:
     # The loop's rule in small: the last call asked about, if nothing answered it.
     asked = [e for e in entries if e.kind == "approval" and e.data["decision"] == "ask"]
@@ -252,7 +265,7 @@ def test_decide_records_a_decision_once(store: Store) -> None:
     ask = {"call_id": "c1", "name": "bash", "decision": "ask", "by": "rule"}
     append_entry(store, tid, "approval", ask, T0 + 1)
     assert th.finish_thread(store, tid, "waiting_approval", T0 + 2, waiting="bash(rm)")
-    done = decide(store, tid, "denied", pending=_pending, at=T0 + 3, reason="no")
+    done = decide(store, tid, pending=_pending, record=_denied, at=T0 + 3)
     assert (done.status, done.call) == ("waiting_approval", Call("c1", "bash"))
     last = read_entries(store, tid)[-1]
     assert (last.kind, last.data) == (
@@ -261,6 +274,6 @@ def test_decide_records_a_decision_once(store: Store) -> None:
     )
     assert th.statuses(store, [tid]) == {tid: "queued"}
     # A second decision finds the thread queued: nothing is written.
-    again = decide(store, tid, "approved", pending=_pending, at=T0 + 4)
-    assert (again.status, again.call, again.approval) == ("queued", None, None)
+    again = decide(store, tid, pending=_pending, record=_denied, at=T0 + 4)
+    assert (again.status, again.call) == ("queued", None)
     assert last_seq(store, tid) == 3
