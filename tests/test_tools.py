@@ -10,8 +10,10 @@ from typing import Any
 
 import anyio
 import pytest
+from fakes import RecordingRunner, completed
 
 from agent_threads.tools.base import LaunchedProcess, ToolContext, ToolResult
+from agent_threads.tools.bash import BashArgs, BashTool
 from agent_threads.tools.registry import call_tool, default_tools, truncate
 from supervise.errors import LaunchError
 
@@ -86,6 +88,41 @@ async def test_cancelling_the_call_kills_its_group(tmp_path: Path) -> None:
     with anyio.move_on_after(0.5):
         await call(tmp_path, "Bash", command="echo $$ > pid; sleep 30")
     assert not alive(int((tmp_path / "pid").read_text()))
+
+
+@pytest.mark.anyio
+async def test_bash_asks_its_runner_and_reports_what_came_back(tmp_path: Path) -> None:
+    runner = RecordingRunner(
+        [
+            completed(b"hi", stdout_dropped=5),
+            completed(b"partial\n", timed_out=True),
+            completed(b"", 3),
+            completed(b"\n\n"),
+        ]
+    )
+    c = ctx(tmp_path, runner=runner)
+    results = [await BashTool().run(BashArgs(command=f"step {i}", timeout=7), c) for i in range(4)]
+    assert [(r.output, r.is_error, r.data) for r in results] == [
+        (
+            "hi\n[... 5 more bytes of output were dropped ...]",
+            False,
+            {"exit_code": 0, "timed_out": False},
+        ),
+        (
+            "partial\n[timed out after 7s; process group killed]",
+            True,
+            {"exit_code": None, "timed_out": True},
+        ),
+        ("[exit code 3]", True, {"exit_code": 3, "timed_out": False}),
+        ("(no output)", False, {"exit_code": 0, "timed_out": False}),
+    ]
+    # The tool asked for a shell running the command in the thread's place, stderr merged,
+    # with the model's timeout as the deadline and the thread's (here: no) sandbox.
+    first = runner.calls[0]
+    assert first.argv[1:] == ("-c", "step 0") and first.argv[0].endswith("sh")
+    assert (first.cwd, first.env, first.deadline_s) == (tmp_path, dict(c.env), 7)
+    assert (first.merge_stderr, first.stdin, first.sandbox) == (True, None, None)
+    assert [call.argv[2] for call in runner.calls] == [f"step {i}" for i in range(4)]
 
 
 @pytest.mark.anyio

@@ -9,19 +9,14 @@ from __future__ import annotations
 
 import getpass
 import json
-import os
-import signal
-import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import anyio
-
+from agent_threads.command import Completed, run_command
 from agent_threads.hooks.shellspec import ShellHook
 
 CONDITION_TIMEOUT_S = 1.0
@@ -136,47 +131,15 @@ class HookOutcome:
             self.context.append(run.context)
 
 
-async def _exec(
-    command: str, ev: HookEvent, timeout: float, stdin: bytes
-) -> tuple[int | None, bytes, bytes, bool]:
-    env = {**ev.env, **ev.variables()}
-    proc = await anyio.open_process(
+async def _exec(command: str, ev: HookEvent, timeout: float) -> Completed:
+    # A hook is the person's own code: it runs outside the thread's sandbox, as in Claude Code.
+    return await run_command(
         ["/bin/sh", "-c", command],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
         cwd=ev.cwd,
-        env=env,
-        start_new_session=True,  # the hook's whole group dies at its timeout
+        env={**ev.env, **ev.variables()},
+        deadline_s=timeout,
+        stdin=ev.stdin(),
     )
-    out, err = bytearray(), bytearray()
-    timed_out = False
-
-    async def read(stream: Any, buf: bytearray) -> None:
-        async for chunk in stream:
-            if len(buf) < 1 << 20:
-                buf.extend(chunk)
-
-    try:
-        with anyio.move_on_after(timeout) as scope:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(read, proc.stdout, out)
-                tg.start_soon(read, proc.stderr, err)
-                assert proc.stdin is not None
-                # A hook that does not read its input is fine.
-                with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    await proc.stdin.send(stdin)
-                await proc.stdin.aclose()
-                await proc.wait()
-        timed_out = scope.cancelled_caught
-    finally:
-        with anyio.CancelScope(shield=True):
-            with suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)  # also a grandchild left running
-            with anyio.move_on_after(5):
-                await proc.wait()
-            await proc.aclose()
-    return (None if timed_out else proc.returncode), bytes(out), bytes(err), timed_out
 
 
 def _clip(text: str) -> str:
@@ -251,19 +214,19 @@ async def run_one(hook: ShellHook, ev: HookEvent) -> HookRun:
         return HookRun(ev.event, hook.label, hook.matcher, hook.source, ms, **kw)
 
     if hook.condition is not None:
-        code, _o, _e, _t = await _exec(hook.condition, ev, CONDITION_TIMEOUT_S, ev.stdin())
-        if code != 0:
+        met = await _exec(hook.condition, ev, CONDITION_TIMEOUT_S)
+        if met.returncode != 0:
             return record(
                 exit_code=None, timed_out=False, decision="skipped", reason="condition not met"
             )
-    code, out, err, timed_out = await _exec(hook.command, ev, hook.timeout_ms / 1000, ev.stdin())
-    stdout = out.decode("utf-8", errors="replace")
-    stderr = err.decode("utf-8", errors="replace")
-    say = judge(hook, code, stdout, stderr, timed_out)
+    done = await _exec(hook.command, ev, hook.timeout_ms / 1000)
+    stdout = done.stdout.decode("utf-8", errors="replace")
+    stderr = done.stderr.decode("utf-8", errors="replace")
+    say = judge(hook, done.returncode, stdout, stderr, done.timed_out)
     shown = stdout + (("\n[stderr]\n" + stderr) if stderr.strip() else "")
     return record(
-        exit_code=code,
-        timed_out=timed_out,
+        exit_code=done.returncode,
+        timed_out=done.timed_out,
         decision=say.get("decision"),
         reason=_clip(str(say.get("reason", ""))),
         output=_clip(shown.strip()),

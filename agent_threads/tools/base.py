@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from agent_threads.command import Runner, run_command
 from agent_threads.messages import ToolSpec
 from agent_threads.sandbox import Sandbox
 from supervise.errors import Signal
@@ -57,6 +58,8 @@ class ToolContext:
     on_spawn: Callable[[int], Awaitable[None]] | None = None
     # Where every command a tool runs is confined (agent_threads.sandbox); None runs it as is.
     sandbox: Sandbox | None = None
+    # What starts a tool's subprocesses; a test passes a recording fake.
+    runner: Runner = run_command
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
