@@ -13,7 +13,6 @@ import yaml
 
 from agent_threads.hooks.shellrun import HookEvent, run_hooks
 from agent_threads.hooks.shellspec import EVENTS, ShellHook
-from agent_threads.transcript import HookRan
 from supervise.errors import UserError
 from supervisor import transcriptview
 
@@ -70,7 +69,7 @@ def cmd_hooks_test(args: argparse.Namespace) -> int:
     if not outcome.runs:
         print(f"no {args.event} hook in {args.file} matches")
     for run in outcome.runs:
-        for line in transcriptview.hook_lines(HookRan.from_json(run.to_json())):
+        for line in transcriptview.hook_lines(run):
             print(line.strip())
         if run.output:
             print("   output: " + run.output.replace("\n", "\n           "))

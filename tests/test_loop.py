@@ -12,11 +12,12 @@ import ast
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
-from pydantic import Field
+from fakes import RecordingRunner, completed
 
+from agent_threads.command import Completed
 from agent_threads.hooks.base import Action, Decision, Hooks, HookSet, Turn, go_on
 from agent_threads.loop import LoopConfig, LoopEnd, run_loop
 from agent_threads.messages import (
@@ -29,8 +30,8 @@ from agent_threads.messages import (
     Usage,
 )
 from agent_threads.permissions import Profile
-from agent_threads.tools.base import Tool, ToolArgs, ToolContext
-from agent_threads.tools.base import ToolResult as Observation
+from agent_threads.tools.base import ToolContext
+from agent_threads.tools.bash import BashTool
 from agent_threads.transcript import (
     Approval,
     Body,
@@ -85,24 +86,23 @@ class TableModel:
         return self.replies[n] if n < len(self.replies) else Reply("(end of table)")
 
 
-class CommandArgs(ToolArgs):
-    command: str = Field(description="what to run")
-
-
-class RecordingBash(Tool):
-    """Stands in for Bash: records each command; `fail...` commands fail."""
-
-    name: ClassVar[str] = "Bash"
-    description: ClassVar[str] = "records commands"
-    Args: ClassVar[type[ToolArgs]] = CommandArgs
+class BashRunner(RecordingRunner):
+    """The real Bash tool's runner, recording: `fail...` commands exit 1, the rest print
+    `ran COMMAND`. Nothing is started."""
 
     def __init__(self) -> None:
-        self.ran: list[str] = []
+        super().__init__([])
 
-    async def run(self, args: Any, ctx: ToolContext) -> Observation:
-        self.ran.append(args.command)
-        failed = args.command.startswith("fail")
-        return Observation(f"ran {args.command}", is_error=failed)
+    @property
+    def ran(self) -> list[str]:
+        return [c.argv[-1] for c in self.calls]
+
+    async def __call__(self, argv: Sequence[str], **kw: Any) -> Completed:
+        command = argv[-1]
+        self.results.append(
+            completed(f"ran {command}".encode(), 1 if command.startswith("fail") else 0)
+        )
+        return await super().__call__(argv, **kw)
 
 
 Point = str
@@ -168,7 +168,7 @@ RULES = Profile.from_json([{"allow": ["Bash"], "ask": ["Bash(deploy:*)"], "deny"
 @dataclass
 class Thread:
     model: TableModel
-    tool: RecordingBash
+    tool: BashRunner
     journal: MemoryJournal
     cfg: LoopConfig
 
@@ -187,13 +187,13 @@ def thread(
     max_turns: int = 50,
     saved: Sequence[Body] = (UserText("go"),),
 ) -> Thread:
-    model, tool, journal = TableModel(replies), RecordingBash(), MemoryJournal()
+    model, runner, journal = TableModel(replies), BashRunner(), MemoryJournal()
     for body in saved:
         journal.append(body)
-    ctx = ToolContext(thread_id=1, cwd=Path("/nonexistent-cwd"), env={})
+    ctx = ToolContext(thread_id=1, cwd=Path("/nonexistent-cwd"), env={}, runner=runner)
     cfg = LoopConfig(
         model=model,
-        tools={tool.name: tool},
+        tools={"Bash": BashTool()},
         profile=profile,
         ctx=ctx,
         system="sys",
@@ -201,7 +201,7 @@ def thread(
         clock=journal.clock,
         hooks=HookSet(hooks),
     )
-    return Thread(model, tool, journal, cfg)
+    return Thread(model, runner, journal, cfg)
 
 
 @pytest.fixture
@@ -423,6 +423,44 @@ async def test_the_model_sees_the_projection_with_results_after_their_reply() ->
     second = t.model.sent[1]
     assert [type(m).__name__ for m in second] == ["UserMessage", "AssistantMessage", "ToolResult"]
     assert isinstance(second[2], ToolResult) and second[2].result == "ran a"
+
+
+@pytest.mark.anyio
+async def test_a_failed_command_reaches_the_model_as_an_error_result() -> None:
+    t = thread((bash("fail x"), answer("it failed")))
+    await t.run()
+    (out,) = [e.body for e in t.journal.saved if isinstance(e.body, ToolOutput)]
+    assert (out.is_error, out.status) == (True, "error")
+    assert "[exit code 1]" in out.output and out.data == {"exit_code": 1, "timed_out": False}
+
+
+@pytest.mark.anyio
+async def test_an_extension_exec_has_a_deadline_and_no_sandbox() -> None:
+    from agent_threads.extensions import ExtensionAPI, Extensions
+    from agent_threads.hooks.lifecycle import EXEC_DEADLINE_S, LifecycleHooks
+    from agent_threads.transcript import CommandAnswered, CommandSent
+
+    ext = Extensions()
+
+    async def run(args: str, ctx: Any) -> str:
+        code, text = await ctx.exec(args)
+        return f"{code}:{text}"
+
+    ExtensionAPI(ext, "x.py").command("sh", handler=run)
+    runner = RecordingRunner([completed(b"hi"), completed(b"partial", timed_out=True)])
+    hooks = LifecycleHooks(ext, cwd=Path("/w"), model="m", runner=runner)
+    t = thread(
+        (answer("done"),),
+        hooks=[hooks],
+        saved=(UserText("go"), CommandSent("sh", "echo hi"), CommandSent("sh", "sleep 999")),
+    )
+    await t.run()
+    answers = [e.body.output for e in t.journal.saved if isinstance(e.body, CommandAnswered)]
+    assert answers[0] == "0:hi" and answers[1].startswith("124:partial\n[killed after")
+    assert [(c.argv, c.deadline_s, c.sandbox, c.merge_stderr) for c in runner.calls] == [
+        (("/bin/sh", "-c", "echo hi"), EXEC_DEADLINE_S, None, True),
+        (("/bin/sh", "-c", "sleep 999"), EXEC_DEADLINE_S, None, True),
+    ]
 
 
 # -- crash and resume, from every prefix -----------------------------------------------------

@@ -14,12 +14,14 @@ entry, so everything an extension does survives a restart.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from agent_threads import api
+from agent_threads.command import Runner, run_command
 from agent_threads.extensions import ExtensionContext, ExtensionError, Extensions, HeadlessUI, call
 from agent_threads.hooks.base import Action, Decision, Hooks, Turn
 from agent_threads.messages import AssistantMessage, Message, ToolCall, ToolResult
@@ -97,12 +99,12 @@ class LifecycleHooks(Hooks):
         *,
         cwd: Path,
         model: str,
-        env: dict[str, str] | None = None,
+        runner: Runner = run_command,
     ) -> None:
         self.ext = ext
         self.cwd = cwd
         self.model = model
-        self.env = env
+        self.runner = runner  # extensions' `ctx.exec`; a test passes a recording runner
 
     async def _fire(
         self, event: api.AgentEvent, turn: Turn, current: Any = None, **fields: Any
@@ -228,7 +230,20 @@ class LifecycleHooks(Hooks):
             return await self.context(turn=turn, messages=conversation(turn.entries))
 
         async def run(command: str) -> tuple[int, str]:
-            return await _exec(command, self.cwd)
+            # The extension's own code, like a shell hook: outside the tools' sandbox, with
+            # the daemon's environment, bounded like every command a thread starts.
+            done = await self.runner(
+                ["/bin/sh", "-c", command],
+                cwd=self.cwd,
+                env=dict(os.environ),
+                deadline_s=EXEC_DEADLINE_S,
+                merge_stderr=True,
+                max_output=MAX_EXEC_OUTPUT,
+            )
+            text = done.stdout.decode("utf-8", errors="replace")
+            if done.returncode is None:  # `timeout`'s code: killed at the deadline
+                return 124, f"{text}\n[killed after {EXEC_DEADLINE_S:g}s with its process group]"
+            return done.returncode, text
 
         return ExtensionContext(
             cwd=self.cwd,
@@ -240,16 +255,3 @@ class LifecycleHooks(Hooks):
             rebuild_context=rebuild,
             exec=run,
         )
-
-
-async def _exec(command: str, cwd: Path) -> tuple[int, str]:
-    """TEMPORARY until the one subprocess runner lands."""
-    import subprocess
-
-    import anyio
-
-    with anyio.fail_after(EXEC_DEADLINE_S):
-        done = await anyio.run_process(
-            ["/bin/sh", "-c", command], cwd=cwd, check=False, stderr=subprocess.STDOUT
-        )
-    return done.returncode, done.stdout.decode("utf-8", errors="replace")

@@ -11,7 +11,7 @@ saved as a `context` entry, which the model reads as a user message. Claude Code
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,7 @@ class ShellHooks(Hooks):
     async def _run(self, turn: Turn, ev: HookEvent, **extra: Any) -> HookOutcome:
         outcome = await run_hooks(self.hooks, ev)
         for run in outcome.runs:
-            await turn.save(HookRan.from_json({**run.to_json(), **extra}))
+            await turn.save(replace(run, **extra))
         for text in outcome.context:
             await turn.save(HookContext(ev.event, text))
         return outcome

@@ -18,6 +18,7 @@ from typing import Any
 
 from agent_threads.command import Completed, run_command
 from agent_threads.hooks.shellspec import ShellHook
+from agent_threads.transcript import HookRan
 
 CONDITION_TIMEOUT_S = 1.0
 MAX_RECORD = 4000  # characters of a hook's output kept in the transcript
@@ -82,30 +83,6 @@ def _user() -> str:
         return ""
 
 
-@dataclass(frozen=True)
-class HookRun:
-    """One hook's run, as the transcript records it."""
-
-    event: str
-    hook: str
-    matcher: str | None
-    source: str
-    duration_ms: int
-    exit_code: int | None
-    timed_out: bool
-    decision: str | None  # allow | ask | deny | stop | skipped | None (no say)
-    reason: str = ""
-    output: str = ""
-    context: str = ""
-    updated_input: dict[str, Any] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        data = {k: v for k, v in self.__dict__.items() if v not in (None, "")}
-        data.setdefault("decision", None)
-        data["timed_out"] = self.timed_out
-        return data
-
-
 @dataclass
 class HookOutcome:
     """What the hooks of one event decided together: deny beats ask beats allow."""
@@ -115,9 +92,9 @@ class HookOutcome:
     updated_input: dict[str, Any] | None = None
     context: list[str] = field(default_factory=list)
     stop: str | None = None
-    runs: list[HookRun] = field(default_factory=list)
+    runs: list[HookRan] = field(default_factory=list)
 
-    def add(self, run: HookRun) -> None:
+    def add(self, run: HookRan) -> None:
         self.runs.append(run)
         if run.decision in _RANK and (
             self.decision is None or _RANK[run.decision] > _RANK[self.decision]
@@ -206,12 +183,19 @@ def judge(
     return {}
 
 
-async def run_one(hook: ShellHook, ev: HookEvent) -> HookRun:
+async def run_one(hook: ShellHook, ev: HookEvent) -> HookRan:
     started = time.monotonic()
 
-    def record(**kw: Any) -> HookRun:
+    def record(**kw: Any) -> HookRan:
         ms = int((time.monotonic() - started) * 1000)
-        return HookRun(ev.event, hook.label, hook.matcher, hook.source, ms, **kw)
+        return HookRan(
+            event=ev.event,
+            hook=hook.label,
+            matcher=hook.matcher,
+            source=hook.source,
+            duration_ms=ms,
+            **kw,
+        )
 
     if hook.condition is not None:
         met = await _exec(hook.condition, ev, CONDITION_TIMEOUT_S)
