@@ -61,7 +61,7 @@ from supervisor.inotify import (
 from supervisor.redaction import RedactingFilter, make_redact
 from supervisor.threadhost import ThreadHost
 from supervisor.tracker import RUN_DIR_GONE, StepResult, Tracker, lose_unknown
-from supervisor.wakes import CHANGE, LIVENESS, OUTPUT, TimeoutDue, Wake
+from supervisor.wakes import CHANGE, LIVENESS, OUTPUT, TimeoutDue, Timer, Wake
 
 log = logging.getLogger("supervise.daemon")
 
@@ -122,7 +122,7 @@ class Daemon:
         self.output_ready = False
         self.output_drained = anyio.Event()
         self.output_due = 0.0  # monotonic time before which output is not read again
-        self.timers: dict[tuple[int, str], asyncio.TimerHandle] = {}  # (process id, name)
+        self.timers: dict[tuple[int, Timer], asyncio.TimerHandle] = {}  # (process id, timer)
         self._tg: TaskGroup | None = None
 
     # -- queueing work ---------------------------------------------------------------------
@@ -470,13 +470,14 @@ class Daemon:
         """Look at timeout `hook` of process `pid` in `delay` seconds. A long wait wakes
         every MAX_TIMER_S: the tracker decides on the boot clock, which also counts a
         suspend (the event loop's clock does not), and returns the rest to arm again."""
-        self._arm_after(pid, TimeoutDue(hook), min(delay, MAX_TIMER_S), f"timeout:{hook}")
+        due = TimeoutDue(hook)
+        self._arm_after(pid, due, min(delay, MAX_TIMER_S), due)
 
-    def _arm(self, pid: int, reason: Wake, when: float, name: str) -> None:
+    def _arm(self, pid: int, reason: Wake, when: float, name: Timer) -> None:
         """Enqueue `reason` for process `pid` at wall-clock time `when`."""
         self._arm_after(pid, reason, when - self.clock(), name)
 
-    def _arm_after(self, pid: int, reason: Wake, delay: float, name: str) -> None:
+    def _arm_after(self, pid: int, reason: Wake, delay: float, name: Timer) -> None:
         """Enqueue `reason` for process `pid` in `delay` seconds (at once if 0 or less),
         replacing its timer `name`. Counted on the event loop's monotonic clock: a
         wall-clock step neither hastens nor delays it."""
@@ -490,7 +491,7 @@ class Daemon:
             delay, self._due, pid, reason, name
         )
 
-    def _due(self, pid: int, reason: Wake, name: str) -> None:
+    def _due(self, pid: int, reason: Wake, name: Timer) -> None:
         self.timers.pop((pid, name), None)
         self.enqueue(pid, reason)
 

@@ -20,6 +20,7 @@ from state.threads import NewThread
 from supervisor.hookspec import Hook, Limits
 from supervisor.limits import Verdict, decide
 from supervisor.redaction import redact_text
+from supervisor.triggers import FireKey
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class FireEvent:
     """A hook's trigger happened; `key` makes it unique across restarts."""
 
     hook: Hook
-    key: str
+    key: FireKey
     at: float
     detail: str
     facts: FireFacts
@@ -55,7 +56,7 @@ class Outcome:
     reason: str | None
     thread_id: int | None
     recorded: bool
-    key: str = ""  # the fire's key: which thread a recorded one spawned
+    key: FireKey  # the fire's key: which thread a recorded one spawned
 
 
 def commit_fires(
@@ -102,7 +103,7 @@ def commit_fires(
     done = fires.commit_fires(
         store,
         process_id,
-        [ev.key for ev in masked],
+        [ev.key.text for ev in masked],  # the key's text is what the database holds
         plan,
         rate=limits.rate,
         expect_offset=expect_offset,
@@ -110,7 +111,9 @@ def commit_fires(
         end=end,
     )
     thread_of = {f.key: f.thread_id for f in done.fires}
-    result = [replace(o, thread_id=thread_of.get(o.key)) if o.recorded else o for o in outcomes]
+    result = [
+        replace(o, thread_id=thread_of.get(o.key.text)) if o.recorded else o for o in outcomes
+    ]
     return result, done.counters
 
 
@@ -129,7 +132,7 @@ def _plan(events: Sequence[FireEvent], given: PlanInput, limits: Limits, now: fl
     outcomes, writes = [], []
     for ev in events:
         name, trigger = ev.hook.name, ev.hook.kind
-        if ev.key in seen:
+        if ev.key.text in seen:
             outcomes.append(Outcome(name, trigger, False, "duplicate", None, False, ev.key))
             continue
         verdict: Verdict
@@ -143,10 +146,10 @@ def _plan(events: Sequence[FireEvent], given: PlanInput, limits: Limits, now: fl
         if verdict == "suppress":
             outcomes.append(Outcome(name, trigger, False, reason, None, False, ev.key))
             continue
-        seen.add(ev.key)
+        seen.add(ev.key.text)
         thread = _new_thread(ev, given.depth, now) if verdict == "spawn" else None
         writes.append(
-            FireWrite(ev.key, name, trigger, ev.at, ev.detail, ev.exit_code, reason, thread)
+            FireWrite(ev.key.text, name, trigger, ev.at, ev.detail, ev.exit_code, reason, thread)
         )
         outcomes.append(Outcome(name, trigger, thread is not None, reason, None, True, ev.key))
     return _Planned(outcomes, writes, counters)

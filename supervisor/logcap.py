@@ -31,6 +31,12 @@ class Punch:
     end: int
 
 
+def cap_due(limit: int, scanned: int, punched: int) -> bool:
+    """Whether freeing may be worth a look: only once the scanned bytes pass half the bound
+    beyond what is freed already (most reads stop here, before any stat of the file)."""
+    return limit > 0 and scanned - limit // 2 > punched + BLOCK
+
+
 def plan_punch(on_disk: int, scanned: int, punched: int, limit: int) -> Punch | None:
     """Which scanned bytes to free, keeping about half the limit readable in output.log."""
     if limit <= 0 or on_disk <= limit:

@@ -15,17 +15,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from agent_threads.spawn import FireFacts
-from state.counters import load_counters
+from state.counters import Counter, load_counters
 from state.db import Store
 from state.paths import StatePaths
 from state.processes import LogPosition, ProcessEnd, ProcessRecord, TailState
 from supervise.errors import SuperviseError
-from supervisor import clocks, triggers
+from supervisor import clocks, ending, triggers
+from supervisor.ending import RUN_DIR_GONE as RUN_DIR_GONE  # re-exported: the daemon's
+from supervisor.ending import STARTING_GRACE_S as STARTING_GRACE_S
+from supervisor.ending import End, LostReason
 from supervisor.firing import FireEvent, Outcome, commit_fires
 from supervisor.hookspec import Hook, Limits, OnOutputMatch
 from supervisor.identity import boot_id, is_same, start_time
-from supervisor.limits import Counter, scan_budget
-from supervisor.logcap import BLOCK, DEFAULT_MAX_LOG_BYTES, plan_punch, punch
+from supervisor.logcap import DEFAULT_MAX_LOG_BYTES, cap_due, plan_punch, punch
 from supervisor.matching import Matcher
 from supervisor.redaction import make_redact, redact_text
 from supervisor.rundir import ExitRecord, RunDir
@@ -35,10 +37,7 @@ from supervisor.triggers import LogOffset, NewLogOffset
 
 log = logging.getLogger("supervise.daemon")
 
-RUN_DIR_GONE = "run dir deleted"
 VERIFY_EVERY_S = 1.0  # coalesced reads look for a rotated output.log at most this often
-SAVE_EVERY = 64 * 1024 * 1024  # bytes scanned without a fire before the offset is saved anyway
-STARTING_GRACE_S = 60.0  # a row still "starting" after this, with no shim, was never launched
 
 
 @dataclass
@@ -59,7 +58,13 @@ class StepResult:
 
 
 class Tracker:
-    """The daemon's view of one process, loaded from its row (with its launch record)."""
+    """The daemon's view of one process, loaded from its row (with its launch record).
+
+    It reads (the run dir, the output, the clocks, /proc), asks the pure decisions in
+    triggers.py, ending.py and logcap.py what that means, and commits. The clocks are plain
+    attributes: `clock` (wall time, what fires are told) and `instant` (both clocks, which
+    timeouts are measured on); a test passes fakes.
+    """
 
     def __init__(
         self,
@@ -68,12 +73,14 @@ class Tracker:
         row: ProcessRecord,
         *,
         clock: Callable[[], float] = time.time,
+        instant: Callable[[], clocks.Instant] = clocks.now,
         max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
         counters: dict[str, Counter] | None = None,
     ) -> None:
         self.id = row.id
         self.store = store
         self.clock = clock
+        self.instant = instant
         self.run = RunDir(paths.run_dir(row.id))
         # The launch record in the row, never spec.json (a tool could have written it); a
         # row from before schema 4 has none, and its spec.json is all there is.
@@ -108,7 +115,7 @@ class Tracker:
         self.saved_offset = row.log_offset
         self.punched = row.log_punched
         self.max_log_bytes = max_log_bytes
-        self.match_hooks = [h for h in self.hooks.hooks if isinstance(h.trigger, OnOutputMatch)]
+        self.match_hooks = triggers.match_hooks_of(self.hooks.hooks)
         self.matcher = Matcher(
             [h.trigger.pattern for h in self.match_hooks if isinstance(h.trigger, OnOutputMatch)]
         )
@@ -180,36 +187,26 @@ class Tracker:
             ),
         )
 
-    def _counter(self, hook: Hook) -> Counter:
-        return self.counters.get(hook.name, Counter())
-
     # -- the step --------------------------------------------------------------------------
 
     def step(self, *, check_liveness: bool, timeouts_due: list[str] | None = None) -> StepResult:
-        """Scan new output, and settle the process if it ended."""
+        """Scan new output, fire the timeouts woken, and settle the process if it ended."""
         res = StepResult()
-        if not self.run.path.is_dir():
-            # Nothing can tell its end any more (the shim writes exit.json there): give up on
-            # it now, after reading what it wrote (the file is still held open).
-            self._scan(final=True, res=res)
-            self._lost(res, RUN_DIR_GONE)
-            return res
-        if self._learn_pids():
+        run_dir = self.run.path.is_dir()
+        if run_dir and self._learn_pids():
             check_liveness = True  # the first moment its end can be watched (a pidfd)
-        record = self._read_exit()
-        self._scan(final=record is not None, res=res)
-        if record is not None:
-            self._exited(record, res)
+        record = self._read_exit() if run_dir else None
+        # Its output first, all of it if it ended (a run dir deleted: the file is held open).
+        self._scan(final=not run_dir or record is not None, res=res)
+        if (end := ending.end_of(run_dir=run_dir, record=record)) is not None:
+            self._settle(end, res)
             return res
         if timeouts_due:
             self._fire_timeouts(timeouts_due, res)
         if check_liveness and not self._alive():
             record = self._read_exit()  # the shim may have written it just now
             self._scan(final=True, res=res)
-            if record is not None:
-                self._exited(record, res)
-            else:
-                self._lost(res, "ended without an exit record")
+            self._settle(ending.dead_end(record), res)
             return res
         if self.shim_pid is None and self.pid is None:
             # Recorded but never launched (the CLI died in between): lost once the grace ends.
@@ -242,10 +239,13 @@ class Tracker:
         return learned
 
     def _alive(self) -> bool:
-        if self.boot_id != boot_id():
-            return False  # the machine restarted: every saved pid is dead
-        if self.shim_pid is None and self.pid is None:
-            return self.clock() - self.started_at < STARTING_GRACE_S
+        known = ending.presumed_alive(
+            same_boot=self.boot_id == boot_id(),
+            launched=self.shim_pid is not None or self.pid is not None,
+            since_start=self.clock() - self.started_at,
+        )
+        if known is not None:
+            return known
         return is_same(self.shim_pid, self.shim_started) or is_same(self.pid, self.pid_started)
 
     def read_output(self) -> StepResult:
@@ -269,9 +269,7 @@ class Tracker:
     def _budget(self) -> list[int]:
         # Counters change only in _commit, which drops this: a busy process reads often.
         if self._budget_cache is None:
-            self._budget_cache = [
-                scan_budget(self._counter(h), h.max_spawns) for h in self.match_hooks
-            ]
+            self._budget_cache = triggers.match_budget(self.match_hooks, self.counters)
         return self._budget_cache
 
     def _scan(self, *, final: bool, res: StepResult, verify: bool = True) -> None:
@@ -358,7 +356,7 @@ class Tracker:
             timeout_s=fire.timeout_s,
         )
         return FireEvent(
-            fire.hook, fire.key.text, fire.at, fire.detail, facts, fire.exit_code, fire.refuse
+            fire.hook, fire.key, fire.at, fire.detail, facts, fire.exit_code, fire.refuse
         )
 
     def _commit_new_lines(self, lines: Lines, budget: list[int], res: StepResult) -> None:
@@ -375,10 +373,7 @@ class Tracker:
             self._commit(events, res)
 
     def _cap_log(self, res: StepResult) -> None:
-        # Nothing to free until the scanned bytes pass half the bound: skip the arithmetic.
-        if self.max_log_bytes <= 0 or self.pos.offset - self.max_log_bytes // 2 <= (
-            self.punched + BLOCK
-        ):
+        if not cap_due(self.max_log_bytes, self.pos.offset, self.punched):
             return
         if self.reader.moved or not self.reader.at_path():
             # Rotated by another tool, which bounds it: output.log.1 may be the child's file.
@@ -401,14 +396,13 @@ class Tracker:
         self._commit([], res)
 
     def _commit_lines(self, lines: Lines, budget: list[int], res: StepResult) -> None:
-        base = self.archived + (self.pos.offset if lines.restarted else 0)
+        base = triggers.archived_after(self.archived, self.pos.offset, bool(lines.restarted))
         events = self._match_events(lines, budget, LogOffset(base + lines.start))
         if lines.restarted:
             self.punched = 0  # a new file: nothing of it was freed
         self.pos, self.archived = lines.pos, base
-        # The offset must commit with the fires it produced; alone it may wait: a crash
-        # before it is saved only rescans output that fired nothing.
-        if events or lines.restarted or self.pos.offset - self.saved_offset >= SAVE_EVERY:
+        unsaved = self.pos.offset - self.saved_offset
+        if triggers.save_due(fired=bool(events), restarted=bool(lines.restarted), unsaved=unsaved):
             self._commit(events, res)
 
     def _commit(
@@ -456,37 +450,20 @@ class Tracker:
                     log.warning("process %d: masking by form only: %s", self.id, exc)
         return self._redact
 
-    def _exited(self, record: ExitRecord, res: StepResult) -> None:
-        events = [self._event(f) for f in triggers.exit_fires(self.id, self.hooks.hooks, record)]
-
-        # A process that ended before the CLI wrote its pids: keep what the run dir said.
-        end = ProcessEnd(
-            "exited",
-            record.result,
-            record.ended_at,
-            exit_code=record.exit_code,
-            signal=record.signal,
-            pid=self.pid,
-            shim_pid=self.shim_pid,
-        )
-        self._settle(events, end, res)
-
-    def _lost(self, res: StepResult, reason: str) -> None:
+    def _settle(self, end: End, res: StepResult) -> None:
+        """Commit the end and its on_exit fires, together."""
         now = self.clock()
-        log.warning("process %d: lost (%s); exit code unknown", self.id, reason)
-        if reason == RUN_DIR_GONE and is_same(self.pid, self.pid_started):
-            log.warning(
-                "process %d: pid %s still runs, no longer supervised; kill it if unwanted",
-                self.id,
-                self.pid,
-            )
-        events = [self._event(f) for f in triggers.lost_fires(self.id, self.hooks.hooks, now)]
-
-        end = ProcessEnd("lost", "lost", now, end_reason=reason)
-        self._settle(events, end, res)
-
-    def _settle(self, events: list[FireEvent], end: ProcessEnd, res: StepResult) -> None:
-        self._commit(events, res, end)
+        if isinstance(end, ending.Lost):
+            log.warning("process %d: lost (%s); exit code unknown", self.id, end.reason)
+            if end.reason == RUN_DIR_GONE and is_same(self.pid, self.pid_started):
+                log.warning(
+                    "process %d: pid %s still runs, no longer supervised; kill it if unwanted",
+                    self.id,
+                    self.pid,
+                )
+        fires = triggers.end_fires(self.id, self.hooks.hooks, end, now)
+        row_end = ending.process_end(end, now, pid=self.pid, shim_pid=self.shim_pid)
+        self._commit([self._event(f) for f in fires], res, row_end)
         res.ended = True
         # Only for an attached `run`, which made `attached` before it read the state: either
         # it saw this commit, or we see its mark.
@@ -497,12 +474,14 @@ class Tracker:
     # -- timeouts ------------------------------------------------------------------------
 
     def _pending_timeouts(self) -> list[tuple[str, float]]:
-        arms = triggers.pending_timeouts(self.hooks.hooks, self.counters, self.start, clocks.now())
+        hooks, now = self.hooks.hooks, self.instant()
+        arms = triggers.pending_timeouts(hooks, self.counters, self.start, now)
         return [(a.hook, a.seconds) for a in arms]
 
     def _fire_timeouts(self, names: list[str], res: StepResult) -> None:
+        hooks, now, wall = self.hooks.hooks, self.instant(), self.clock()
         decision = triggers.timeout_fires(
-            self.id, self.hooks.hooks, self.counters, names, self.start, clocks.now(), self.clock()
+            self.id, hooks, self.counters, names, self.start, now, wall
         )
         res.timeouts += [(a.hook, a.seconds) for a in decision.rearm]
         if decision.fires:
@@ -510,7 +489,7 @@ class Tracker:
 
 
 def lose_unknown(
-    store: Store, row: ProcessRecord, reason: str, *, clock: Callable[[], float]
+    store: Store, row: ProcessRecord, reason: LostReason, *, clock: Callable[[], float]
 ) -> None:
     """Mark a process lost whose hooks cannot be known (its run dir went with spec.json)."""
     log.warning(
@@ -518,5 +497,5 @@ def lose_unknown(
         row.id,
         reason,
     )
-    end = ProcessEnd("lost", "lost", clock(), end_reason=reason)
+    end = ending.process_end(ending.Lost(reason), clock(), pid=None, shim_pid=None)
     commit_fires(store, row.id, [], limits=Limits(), expect_offset=row.log_offset, end=end)

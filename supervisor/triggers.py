@@ -14,12 +14,15 @@ from typing import Literal
 
 from state.counters import Counter
 from supervisor import clocks
+from supervisor.ending import End, Exited
 from supervisor.hookspec import Hook, OnExit, OnOutputMatch, OnTimeout
+from supervisor.limits import scan_budget
 from supervisor.matching import LineMatch
 from supervisor.rundir import ExitRecord
 
 TIMER_SLACK_S = 0.05  # a timeout woken this early is due: timers may wake a hair before
 LOST_DETAIL = "lost: exit code unknown"
+SAVE_EVERY = 64 * 1024 * 1024  # bytes scanned without a fire before the offset is saved anyway
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,13 @@ def lost_fires(process_id: int, hooks: Sequence[Hook], now: float) -> list[Fire]
     ]
 
 
+def end_fires(process_id: int, hooks: Sequence[Hook], end: End, now: float) -> list[Fire]:
+    """The on_exit fires of `end`: an exit's at the moment it ended, a loss's `now`."""
+    if isinstance(end, Exited):
+        return exit_fires(process_id, hooks, end.record)
+    return lost_fires(process_id, hooks, now)
+
+
 def _timeouts(hooks: Sequence[Hook]) -> list[tuple[Hook, OnTimeout]]:
     return [(h, h.trigger) for h in hooks if isinstance(h.trigger, OnTimeout)]
 
@@ -190,6 +200,31 @@ def timeout_fires(
             )
         )
     return decision
+
+
+def match_hooks_of(hooks: Sequence[Hook]) -> list[Hook]:
+    """The on_output_match hooks, in file order: the Matcher's pattern i is hook i's."""
+    return [h for h in hooks if isinstance(h.trigger, OnOutputMatch)]
+
+
+def match_budget(match_hooks: Sequence[Hook], counters: Mapping[str, Counter]) -> list[int]:
+    """How many matches of each hook the next scan should look for (0: exhausted, skipped).
+    A budget of all zeros means no line needs reading at all."""
+    return [scan_budget(counters.get(h.name, Counter()), h.max_spawns) for h in match_hooks]
+
+
+def archived_after(archived: int, read_to: int, restarted: bool) -> int:
+    """Bytes of the child's output before byte 0 of the file now read. A file that started
+    over (truncated, replaced) adds what was read of the old one, so a key's offset keeps
+    growing and a line of the new file never reuses an old line's key."""
+    return archived + (read_to if restarted else 0)
+
+
+def save_due(*, fired: bool, restarted: bool, unsaved: int) -> bool:
+    """Whether a scan's new position must be committed now. With fires it must (they commit
+    together); alone it may wait, since a crash before it is saved only rescans output that
+    fired nothing; a restarted file's new bookkeeping is saved at once."""
+    return fired or restarted or unsaved >= SAVE_EVERY
 
 
 def match_time(now: float, exited_at: float | None) -> float:

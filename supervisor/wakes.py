@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Literal
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,10 @@ class TimeoutDue:
 
 
 Wake = Change | Liveness | OutputReady | TimeoutDue
+
+# A process's timers, one per purpose: a retry after a failed step, a recheck of a row never
+# launched, and one per timeout hook (named by the wake it brings, so never by a string).
+Timer = Literal["retry", "recheck"] | TimeoutDue
 
 CHANGE = Change()
 LIVENESS = Liveness()

@@ -200,12 +200,13 @@ def test_a_python_child_is_unbuffered_unless_asked(env: Env, daemon: Daemon) -> 
     hooks = env.write("h.json", json.dumps({"hooks": [match_hook("^MARK", "m")]}))
     go = env.work / "go"
     script = (
-        "import os, time\nprint('MARK', os.environ.get('PYTHONUNBUFFERED'))\n"
+        "import os, sys, time\nprint('MARK', os.environ.get('PYTHONUNBUFFERED'))\n"
+        "open(sys.argv[1], 'w').close()\n"  # printed: to output.log, or to its own buffer
         f"while not os.path.exists({str(go)!r}): time.sleep(0.02)\n"
     )
     env.extra["PYTHONUNBUFFERED"] = "1"  # as in many shells and images: --buffered drops it
     env.extra.pop("PYTHONUNBUFFERED")
-    first = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
+    first = env.run_d(sys.executable, "-c", script, "printed-1", hooks=hooks)["id"]
     wait_until(lambda: len(env.fires()) == 1, 10, "the fire while the child runs")
     assert env.fires()[0]["detail"] == "MARK 1"
     env.extra["PYTHONUNBUFFERED"] = "1"
@@ -214,11 +215,12 @@ def test_a_python_child_is_unbuffered_unless_asked(env: Env, daemon: Daemon) -> 
     second = json.loads(
         env.cli(
             "run", "-d", "--json", "--buffered", "--hook", str(hooks), "--",
-            sys.executable, "-c", script, check=True,
+            sys.executable, "-c", script, "printed-2", check=True,
         ).stdout
     )["id"]  # fmt: skip
-    time.sleep(1.0)
-    assert [f["process_id"] for f in env.fires()] == [first]  # still in the child's buffer
+    wait_until((env.work / "printed-2").exists, 10, "the buffered child's print")
+    # Printed, yet nothing reached output.log: the line waits in the child's own buffer.
+    assert (env.home / "runs" / str(second) / "output.log").stat().st_size == 0
     go.touch()
     env.wait_state(second, "exited")
     assert [f["detail"] for f in env.fires() if f["process_id"] == second] == ["MARK None"]

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from supervisor.tailing import MAX_LINE, TailPos, read_lines, tail_lines
 
@@ -108,3 +112,23 @@ def test_a_burst_larger_than_the_archive_keeps_only_its_newest_part(tmp_path: Pa
     with open(log, "rb") as f:
         assert f.read(24576) == b"\0" * 24576
         assert f.read() == body[24576:]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\0", b"")), max_size=12))
+def test_whole_lines_come_out_once_however_the_writes_fall(writes: list[bytes]) -> None:
+    # A read after each write, a final read at the end: every byte comes out exactly once,
+    # in order, and before the end only as whole lines.
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "out.log"
+        log.touch()
+        pos, out = TailPos(), b""
+        for data in writes:
+            _append(log, data)
+            got = read_lines(log, pos, final=False)
+            assert got.data == b"" or got.data.endswith(b"\n")
+            assert got.start == pos.offset and got.restarted is None and not got.more
+            out, pos = out + got.data, got.pos
+        last = read_lines(log, pos, final=True)
+        assert out + last.data == b"".join(writes)
+        assert last.pos.offset == log.stat().st_size

@@ -14,22 +14,40 @@ from hypothesis import strategies as st
 from state.counters import Counter
 from supervisor import wakes
 from supervisor.clocks import Instant
+from supervisor.ending import (
+    NO_EXIT_RECORD,
+    RUN_DIR_GONE,
+    STARTING_GRACE_S,
+    Exited,
+    Lost,
+    dead_end,
+    end_of,
+    presumed_alive,
+    process_end,
+)
 from supervisor.hookspec import Hook, OnExit, OnOutputMatch, OnTimeout
 from supervisor.limits import scan_budget
+from supervisor.logcap import BLOCK, cap_due, plan_punch
 from supervisor.matching import Matcher
 from supervisor.rundir import ExitRecord
 from supervisor.triggers import (
+    SAVE_EVERY,
     TIMER_SLACK_S,
     Arm,
     FireKey,
     FireKind,
     LogOffset,
     NewLogOffset,
+    archived_after,
+    end_fires,
     exit_fires,
     lost_fires,
+    match_budget,
     match_fires,
+    match_hooks_of,
     match_time,
     pending_timeouts,
+    save_due,
     timeout_fires,
 )
 
@@ -148,6 +166,80 @@ def test_lost_and_exit_share_keys_so_only_one_ever_records() -> None:
     assert exited <= lost
 
 
+# -- the end: exited or lost, once ---------------------------------------------------------
+
+RECORD = ExitRecord(1, None, 50.0)
+
+
+@pytest.mark.parametrize(
+    ("run_dir", "record", "end"),
+    [
+        (True, None, None),  # it may still run
+        (True, RECORD, Exited(RECORD)),
+        (False, None, Lost(RUN_DIR_GONE)),  # nothing can tell its end any more
+        (False, RECORD, Lost(RUN_DIR_GONE)),  # (the tracker reads no record without the dir)
+    ],
+)
+def test_the_run_dir_tells_the_end(
+    run_dir: bool, record: ExitRecord | None, end: Exited | Lost | None
+) -> None:
+    assert end_of(run_dir=run_dir, record=record) == end
+
+
+def test_a_dead_process_ended_as_its_record_says_else_lost() -> None:
+    assert dead_end(RECORD) == Exited(RECORD)  # written between the first look and the death
+    assert dead_end(None) == Lost(NO_EXIT_RECORD)
+
+
+@pytest.mark.parametrize(
+    ("same_boot", "launched", "since_start", "alive"),
+    [
+        (False, True, 1.0, False),  # a reboot ended every saved pid
+        (False, False, 1.0, False),
+        (True, True, 1e6, None),  # only /proc can tell
+        (True, False, 0.0, True),  # recorded, the CLI is still starting it
+        (True, False, STARTING_GRACE_S - 0.1, True),
+        (True, False, STARTING_GRACE_S, False),  # never launched
+    ],
+)
+def test_what_liveness_knows_without_proc(
+    same_boot: bool, launched: bool, since_start: float, alive: bool | None
+) -> None:
+    got = presumed_alive(same_boot=same_boot, launched=launched, since_start=since_start)
+    assert got is alive
+
+
+def test_the_row_ends_as_the_end_says() -> None:
+    killed = ExitRecord.from_status(137, 9.0)
+    row = process_end(Exited(killed), 99.0, pid=5, shim_pid=6)
+    assert (row.state, row.result, row.ended_at, row.exit_code, row.signal) == (
+        "exited",
+        "signal",
+        9.0,  # when it ended, not when the daemon read it
+        137,
+        "SIGKILL",
+    )
+    assert (row.pid, row.shim_pid, row.end_reason) == (5, 6, None)
+    lost = process_end(Lost(NO_EXIT_RECORD), 99.0, pid=5, shim_pid=6)
+    assert (lost.state, lost.result, lost.ended_at, lost.exit_code) == ("lost", "lost", 99.0, None)
+    assert (lost.end_reason, lost.pid) == ("ended without an exit record", None)
+
+
+@settings(max_examples=300)
+@given(st.integers(0, 255), st.floats(0, 1e9), st.floats(0, 1e9))
+def test_an_end_fires_the_exit_key_whichever_end_it_is(
+    status: int, ended_at: float, now: float
+) -> None:
+    exited = end_fires(3, HOOKS, Exited(ExitRecord.from_status(status, ended_at)), now)
+    lost = end_fires(3, HOOKS, Lost(NO_EXIT_RECORD), now)
+    assert exited == exit_fires(3, HOOKS, ExitRecord.from_status(status, ended_at))
+    assert lost == lost_fires(3, HOOKS, now)
+    # Every key is the exit key, one per hook: the end is committed once, either way.
+    for fires in (exited, lost):
+        assert [f.key for f in fires] == [FireKey(3, f.hook.name, "exit") for f in fires]
+    assert {f.key for f in exited} <= {f.key for f in lost}
+
+
 # -- timeouts ------------------------------------------------------------------------------
 
 
@@ -258,6 +350,111 @@ def test_exhausted_hooks_are_not_scanned_so_do_not_fire() -> None:
     assert budget == [0, 2]  # warn may fire once, and be refused once (max_spawns)
     fires = match_fires(1, MATCH_HOOKS, MATCHER.scan(data, budget), data, 0, LogOffset(0), 1.0)
     assert [f.key.text for f in fires] == ["1:warn:@6", "1:warn:@17"]
+
+
+@pytest.mark.parametrize(
+    ("counters", "budget"),
+    [
+        ({}, [4, 2]),  # err: 3 fires and the refusal; warn: 1 and the refusal
+        ({"err": Counter(2, 0)}, [2, 2]),
+        ({"err": Counter(3, 0)}, [1, 2]),  # only the refusal is left to record
+        ({"err": Counter(3, 1), "warn": Counter(1, 1)}, [0, 0]),  # exhausted: read nothing
+        ({"other": Counter(9, 9)}, [4, 2]),
+    ],
+)
+def test_the_budget_is_what_is_left_to_record_per_hook(
+    counters: dict[str, Counter], budget: list[int]
+) -> None:
+    assert match_hooks_of(HOOKS) == MATCH_HOOKS  # the Matcher's order: the file's
+    assert match_budget(MATCH_HOOKS, counters) == budget
+
+
+@settings(max_examples=500)
+@given(st.integers(1, 20), st.lists(st.integers(0, 5), max_size=40))
+def test_spending_the_budget_never_records_past_max_spawns_and_one_refusal(
+    max_spawns: int, batches: list[int]
+) -> None:
+    # Matches arrive in batches; each batch finds at most the budget; every match found is
+    # recorded as a fire (or the one refusal) and counted, as firing.py does.
+    from supervisor.hookspec import Limits
+    from supervisor.limits import decide
+
+    hook = Hook("h", OnOutputMatch("x"), "x", max_spawns=max_spawns)
+    counter, recorded = Counter(), 0
+    for found in batches:
+        (budget,) = match_budget([hook], {"h": counter})
+        for _ in range(min(found, budget)):
+            d = decide(counter, max_spawns, 0, Limits())
+            counter, recorded = d.counter, recorded + d.recorded
+    assert counter.fires <= max_spawns and counter.refused <= 1
+    assert recorded == min(sum(batches), max_spawns + 1)
+
+
+@pytest.mark.parametrize(
+    ("archived", "read_to", "restarted", "after"),
+    [(0, 500, False, 0), (0, 500, True, 500), (700, 30, True, 730), (700, 30, False, 700)],
+)
+def test_a_restarted_file_keys_after_what_was_read_of_the_old(
+    archived: int, read_to: int, restarted: bool, after: int
+) -> None:
+    assert archived_after(archived, read_to, restarted) == after
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(st.integers(1, 100), st.booleans()), min_size=1, max_size=20))
+def test_keys_of_files_restarted_any_number_of_times_never_repeat(
+    files: list[tuple[int, bool]],
+) -> None:
+    # Each file is read to `size` then restarted (truncated, replaced): a line at offset n of
+    # any file keys at archived + n, so keys across all files are distinct and growing.
+    archived, keys = 0, []
+    for size, _ in files:
+        keys += [LogOffset(archived + n).text for n in range(size)]
+        archived = archived_after(archived, size, True)
+    assert len(set(keys)) == len(keys)
+
+
+@pytest.mark.parametrize(
+    ("fired", "restarted", "unsaved", "due"),
+    [
+        (True, False, 0, True),  # fires commit with their offset, always
+        (False, True, 0, True),
+        (False, False, 0, False),  # nothing to lose: a crash rescans output that fired nothing
+        (False, False, SAVE_EVERY - 1, False),
+        (False, False, SAVE_EVERY, True),  # but never rescan more than this
+    ],
+)
+def test_when_a_position_is_saved(fired: bool, restarted: bool, unsaved: int, due: bool) -> None:
+    assert save_due(fired=fired, restarted=restarted, unsaved=unsaved) is due
+
+
+@pytest.mark.parametrize(
+    ("limit", "scanned", "punched", "due"),
+    [
+        (0, 10**9, 0, False),  # no bound
+        (64 * 1024, 32 * 1024 + BLOCK, 0, False),  # not past half the bound plus a block
+        (64 * 1024, 32 * 1024 + BLOCK + 1, 0, True),
+        (64 * 1024, 10**6, 10**6 - 32 * 1024 - BLOCK, False),  # freed up to there already
+    ],
+)
+def test_when_the_output_bound_is_looked_at(
+    limit: int, scanned: int, punched: int, due: bool
+) -> None:
+    assert cap_due(limit, scanned, punched) is due
+
+
+@settings(max_examples=500)
+@given(st.integers(1, 1 << 22), st.integers(0, 1 << 26), st.integers(0, 1 << 26))
+def test_the_bound_never_frees_unscanned_bytes_nor_the_last_half(
+    limit: int, scanned: int, on_disk: int
+) -> None:
+    punched = 0
+    plan = (
+        plan_punch(on_disk, scanned, punched, limit) if cap_due(limit, scanned, punched) else None
+    )
+    if plan is not None:
+        assert plan.start == punched < plan.end <= scanned - limit // 2
+        assert plan.end % BLOCK == 0
 
 
 @pytest.mark.parametrize(
