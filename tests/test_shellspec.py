@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import pytest
 
-from agent_threads.hooks.shellrun import judge
+from agent_threads.hooks.shellrun import Say, judge
 from agent_threads.hooks.shellspec import (
     ShellHook,
     ShellHookError,
@@ -145,14 +146,14 @@ CLOSED = ShellHook("PreToolUse", "x", fail_mode="closed")
 def test_judge(
     hook: ShellHook, code: int | None, out: str, err: str, timed_out: bool, want: dict[str, Any]
 ) -> None:
-    got = judge(hook, code, out, err, timed_out)
+    got = asdict(judge(hook, code, out, err, timed_out))
     for key, value in want.items():
-        assert got.get(key) == value or (key == "reason" and value in got.get(key, "")), got
+        assert got[key] == value or (key == "reason" and value in got[key]), got
     if "decision" not in want:
-        assert got.get("decision") is None
+        assert got["decision"] is None
 
 
 def test_plain_stdout_is_context_only_for_session_and_prompt_hooks() -> None:
     start = ShellHook("SessionStart", "x")
-    assert judge(start, 0, "branch main\n", "", False) == {"context": "branch main"}
-    assert judge(HOOK, 0, "chatter\n", "", False) == {}
+    assert judge(start, 0, "branch main\n", "", False) == Say(context="branch main")
+    assert judge(HOOK, 0, "chatter\n", "", False) == Say()

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from agent_threads.command import Completed, run_command
 from agent_threads.hooks.shellspec import ShellHook
@@ -135,52 +135,64 @@ def _json_answer(stdout: str) -> dict[str, Any] | str | None:
     return data if isinstance(data, dict) else None
 
 
-def _from_json(data: dict[str, Any]) -> dict[str, Any]:
+HookSays = Literal["allow", "ask", "deny", "stop"]
+_SAYS: dict[str, HookSays] = {"allow": "allow", "ask": "ask", "deny": "deny"}
+
+
+@dataclass(frozen=True)
+class Say:
+    """One hook's answer, in Claude Code's words (the shell family turns it into a Decision)."""
+
+    decision: HookSays | None = None  # None: no say (the call goes on)
+    reason: str = ""
+    context: str = ""  # added to the conversation
+    updated_input: dict[str, Any] | None = None
+
+
+def _from_json(data: dict[str, Any]) -> Say:
     """Claude Code's answer fields, flattened."""
     spec = data.get("hookSpecificOutput") or {}
-    out: dict[str, Any] = {}
     legacy = {"block": "deny", "approve": "allow"}.get(str(data.get("decision")))
-    decision = spec.get("permissionDecision") or legacy
-    if decision in _RANK:
-        out["decision"] = decision
-        out["reason"] = str(spec.get("permissionDecisionReason") or data.get("reason") or "")
+    said = spec.get("permissionDecision") or legacy
+    decision = _SAYS.get(str(said))
+    reason = (
+        str(spec.get("permissionDecisionReason") or data.get("reason") or "") if decision else ""
+    )
     updated = spec.get("updatedInput") or data.get("updatedInput")
-    if isinstance(updated, dict):
-        out["updated_input"] = updated
     context = spec.get("additionalContext") or data.get("additionalContext")
-    if context:
-        out["context"] = str(context)
     if data.get("continue") is False:
-        out["decision"] = "stop"
-        out["reason"] = str(data.get("stopReason") or "a hook stopped the thread")
-    return out
+        decision, reason = "stop", str(data.get("stopReason") or "a hook stopped the thread")
+    return Say(
+        decision,
+        reason,
+        str(context) if context else "",
+        updated if isinstance(updated, dict) else None,
+    )
 
 
-def judge(
-    hook: ShellHook, code: int | None, stdout: str, stderr: str, timed_out: bool
-) -> dict[str, Any]:
+def judge(hook: ShellHook, code: int | None, stdout: str, stderr: str, timed_out: bool) -> Say:
     """A hook's say, from how it ended and what it printed. Pure."""
     closed = hook.fail_mode == "closed"
     if timed_out:
         why = f"hook timed out after {hook.timeout_ms} ms"
-        return {"decision": "deny", "reason": why} if closed else {"reason": why}
+        return Say("deny", why) if closed else Say(reason=why)
     assert code is not None
     if code == 2:
-        return {"decision": "deny", "reason": stderr.strip() or stdout.strip() or "blocked by hook"}
+        return Say("deny", stderr.strip() or stdout.strip() or "blocked by hook")
     crashed = code < 0 or code in (126, 127)
     if code != 0:
         if closed or not hook.continue_on_failure or (crashed and closed):
             why = stderr.strip() or stdout.strip() or f"hook exited with {code}"
-            return {"decision": "deny", "reason": f"hook failed (exit {code}): {why}"}
-        return {"reason": f"hook failed (exit {code}); continuing"}
+            return Say("deny", f"hook failed (exit {code}): {why}")
+        return Say(reason=f"hook failed (exit {code}); continuing")
     answer = _json_answer(stdout)
     if isinstance(answer, str):
-        return {"decision": "deny", "reason": answer} if closed else {"reason": answer}
+        return Say("deny", answer) if closed else Say(reason=answer)
     if answer is not None:
         return _from_json(answer)
     if hook.event in ("SessionStart", "UserPromptSubmit") and stdout.strip():
-        return {"context": stdout.strip()}  # the design doc's inject-context.sh
-    return {}
+        return Say(context=stdout.strip())  # the design doc's inject-context.sh
+    return Say()
 
 
 async def run_one(hook: ShellHook, ev: HookEvent) -> HookRan:
@@ -211,11 +223,11 @@ async def run_one(hook: ShellHook, ev: HookEvent) -> HookRan:
     return record(
         exit_code=done.returncode,
         timed_out=done.timed_out,
-        decision=say.get("decision"),
-        reason=_clip(str(say.get("reason", ""))),
+        decision=say.decision,
+        reason=_clip(say.reason),
         output=_clip(shown.strip()),
-        context=_clip(str(say.get("context", ""))),
-        updated_input=say.get("updated_input"),
+        context=_clip(say.context),
+        updated_input=say.updated_input,
     )
 
 
