@@ -104,18 +104,7 @@ async def run_command(
     if sandbox is not None:
         argv = [*sandbox.prefix(cwd), *argv]
     started = time.monotonic()
-    proc = await anyio.open_process(
-        list(argv),
-        stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-        cwd=cwd,
-        env=dict(env),
-        # Its own session and group: one killpg ends everything it started. Under bwrap the
-        # command sits in a new session inside, but bwrap stays in this group and its PID
-        # namespace dies with it (--die-with-parent), so the kill still reaches everything.
-        start_new_session=True,
-    )
+    proc = await _start(argv, cwd, env, piped_stdin=stdin is not None, merge=merge_stderr)
     out, err = _Bounded(max_output), _Bounded(max_output)
     try:
         if on_spawn is not None:
@@ -135,6 +124,23 @@ async def run_command(
         stderr_dropped=err.dropped,
         timed_out=timed_out,
         duration_s=time.monotonic() - started,
+    )
+
+
+async def _start(
+    argv: Sequence[str], cwd: Path, env: Mapping[str, str], *, piped_stdin: bool, merge: bool
+) -> Process:
+    return await anyio.open_process(
+        list(argv),
+        stdin=subprocess.PIPE if piped_stdin else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merge else subprocess.PIPE,
+        cwd=cwd,
+        env=dict(env),
+        # Its own session and group: one killpg ends everything it started. Under bwrap the
+        # command sits in a new session inside, but bwrap stays in this group and its PID
+        # namespace dies with it (--die-with-parent), so the kill still reaches everything.
+        start_new_session=True,
     )
 
 
