@@ -215,6 +215,9 @@ class _Run:
 
     async def call_model(self) -> LoopEnd | None:
         cfg = self.cfg
+        fresh = await self.hooks.new_input(turn=self.turn)
+        if fresh.action is Action.FAIL:
+            return _failed(fresh)
         if self.turn.iteration >= cfg.max_turns:
             why = (
                 f"max_turns ({cfg.max_turns}) reached: the thread made {self.turn.iteration} "
@@ -225,7 +228,7 @@ class _Run:
         before = await self.hooks.before_model(turn=self.turn)
         if before.action is Action.FAIL:
             return _failed(before)
-        if before.action is Action.STOP and before.value is not None:
+        if before.action is Action.STOP and before.value is not None:  # checked by HookSet
             await self.save_reply(_reply_of(before.value), f"hook:{before.source}")
             return None
         messages = await self.hooks.context(turn=self.turn, messages=conversation(self.entries))
@@ -345,7 +348,11 @@ class _Run:
         if given is not view:
             out = Observation(given.text, given.is_error, out.data)
         await self.result(call, out, "error" if out.is_error else "ok")
-        return _failed(after) if after.action is Action.FAIL else None
+        if after.action is Action.FAIL:
+            return _failed(after)
+        saved = ToolResult(call.id, call.name, out.output, out.is_error)
+        done = await self.hooks.after_result(turn=self.turn, call=call, result=saved)
+        return _failed(done) if done.action is Action.FAIL else None
 
     async def interrupted(self, call: ToolCall) -> None:
         text = INTERRUPTED

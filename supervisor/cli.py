@@ -125,8 +125,8 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument(
         "--messages",
         action="store_true",
-        help="the conversation as the model sees it (what each model call is sent, before "
-        "extensions' context transforms)",
+        help="the conversation as the next model call is sent it (before extensions' "
+        "context transforms); with --json, as objects",
     )
     show.add_argument(
         "-f", "--follow", action="store_true", help="print new entries until the thread settles"

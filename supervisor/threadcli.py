@@ -17,6 +17,7 @@ from pathlib import Path
 
 from watchfiles import watch
 
+from agent_threads.messages import answered_only
 from agent_threads.transcript import Body, conversation, decode
 from state.approvals import Decision
 from state.db import Store, open_state_store
@@ -300,6 +301,8 @@ def cmd_retry(args: argparse.Namespace, paths: StatePaths, settings: Settings) -
 
 def cmd_thread_show(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
     tid = thread_id(args.id)
+    if args.messages and args.follow:
+        raise UserError("--messages prints what the next model call is sent, once: drop -f")
     with _store(paths, settings, readonly=True) as store:
         row = _thread(store, tid)
         if args.follow and not args.json:
@@ -312,16 +315,17 @@ def cmd_thread_show(args: argparse.Namespace, paths: StatePaths, settings: Setti
                 for line in transcriptview.final_lines(done, entries):
                     print(line)
             return code
-        entries = [decode(r) for r in read_entries(store, tid)]
+        records = read_entries(store, tid)
+    entries = [decode(r) for r in records]
     if args.messages:
         # The one projection the loop sends (before extensions' context transforms).
-        messages = conversation(entries)
+        messages = answered_only(conversation(entries))
         if args.json:
             print(json.dumps([{"type": type(m).__name__, **asdict(m)} for m in messages], indent=1))
         else:
             print("\n".join(transcriptview.message_lines(messages)))
     elif args.json:
-        print(json.dumps(transcriptview.show_json(row, entries), indent=1))
+        print(json.dumps(transcriptview.show_json(row, records), indent=1))
     else:
         print(transcriptview.show_text(row, entries))
     return 0

@@ -28,9 +28,11 @@ from agent_threads.transcript import (
     ToolOutput,
     ToolStart,
     UserText,
+    decode,
     final_answer,
     totals,
 )
+from state.entries import EntryRecord
 from supervisor.views import iso, local, thread_head, thread_json
 
 FOLLOW_LIMIT = 12  # lines of one entry's text shown while following
@@ -129,14 +131,13 @@ def usage_json(entries: Sequence[Entry]) -> dict[str, int]:
     }
 
 
-def show_json(t: Any, entries: Sequence[Entry]) -> dict[str, Any]:
-    """`thread show --json`: the thread, its prompt, its entries and what they cost."""
+def show_json(t: Any, records: Sequence[EntryRecord]) -> dict[str, Any]:
+    """`thread show --json`: the thread, its prompt, its raw entries and what they cost."""
     data = thread_json(t)
     data["prompt"] = t.prompt
-    data["entries"] = [
-        {"seq": e.seq, "kind": e.kind, "at": iso(e.at), **e.body.to_json()} for e in entries
-    ]
-    data["usage"] = usage_json(entries)
+    # The raw entries, as saved (keys an older or newer version wrote included).
+    data["entries"] = [{"seq": r.seq, "kind": r.kind, "at": iso(r.at), **r.data} for r in records]
+    data["usage"] = usage_json([decode(r) for r in records])
     return data
 
 

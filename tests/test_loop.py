@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,15 @@ import pytest
 from fakes import RecordingRunner, completed
 
 from agent_threads.command import Completed
-from agent_threads.hooks.base import Action, Decision, Hooks, HookSet, Turn, go_on
+from agent_threads.hooks.base import (
+    Action,
+    Decision,
+    HookContractError,
+    Hooks,
+    HookSet,
+    Turn,
+    go_on,
+)
 from agent_threads.loop import LoopConfig, LoopEnd, run_loop
 from agent_threads.messages import (
     AssistantMessage,
@@ -112,11 +120,14 @@ class RecordingHooks(Hooks):
     """One hook family that records every point it is called at and answers from a table."""
 
     def __init__(
-        self, answers: Mapping[Point, Decision[Any]] | None = None, name: str = ""
+        self,
+        answers: Mapping[Point, Decision[Any]] | None = None,
+        name: str = "",
+        log: list[str] | None = None,
     ) -> None:
         self.answers = dict(answers or {})
         self.name = name
-        self.calls: list[str] = []
+        self.calls: list[str] = [] if log is None else log  # shared: the order across families
 
     def _at(self, point: Point) -> Decision[Any]:
         self.calls.append(f"{self.name}{point}")
@@ -124,6 +135,9 @@ class RecordingHooks(Hooks):
 
     async def session_start(self, *, turn: Turn) -> Decision[None]:
         return self._at("session_start")
+
+    async def new_input(self, *, turn: Turn) -> Decision[None]:
+        return self._at("new_input")
 
     async def before_model(self, *, turn: Turn) -> Decision[AssistantMessage]:
         return self._at("before_model")
@@ -142,6 +156,11 @@ class RecordingHooks(Hooks):
         self, *, turn: Turn, call: ToolCall, result: ToolResult
     ) -> Decision[ToolResult]:
         return self._at("after_tool")
+
+    async def after_result(
+        self, *, turn: Turn, call: ToolCall, result: ToolResult
+    ) -> Decision[None]:
+        return self._at("after_result")
 
     async def before_final(
         self, *, turn: Turn, answer: AssistantMessage
@@ -366,22 +385,27 @@ async def test_table(case: Case) -> None:
 
 @pytest.mark.anyio
 async def test_the_points_come_in_the_documented_order_and_families_in_theirs() -> None:
-    first, second = RecordingHooks(name="1:"), RecordingHooks(name="2:")
+    log: list[str] = []
+    first, second = RecordingHooks(name="1:", log=log), RecordingHooks(name="2:", log=log)
     t = thread((bash("ls"), answer("done")), hooks=[first, second])
     assert (await t.run()).status == "completed"
+    before = ("session_start", "new_input", "before_model", "before_tool", "before_final")
     points = [
         "session_start",
+        "new_input",
         "before_model",
         "after_model",
         "before_tool",
         "after_tool",
+        "after_result",
+        "new_input",
         "before_model",
         "after_model",
         "before_final",
         "session_end",
     ]
-    merged = [c for pair in zip(first.calls, second.calls, strict=True) for c in pair]
-    assert merged == [f"{n}:{p}" for p in points for n in "12"]
+    # Layers: in order on the way in (before a thing happens), in reverse on the way out.
+    assert log == [f"{n}:{p}" for p in points for n in ("12" if p in before else "21")]
 
 
 @pytest.mark.anyio
@@ -503,3 +527,82 @@ def test_the_loop_imports_no_hook_family() -> None:
     assert "agent_threads.hooks.base" in imported
     families = {"shell", "shellrun", "system", "lifecycle"}
     assert not {m for m in imported if m.rsplit(".", 1)[-1] in families | {"extensions"}}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("point", "decision"),
+    [
+        ("before_tool", Decision[Any](Action.DENY)),  # no result for the model to read
+        ("before_tool", Decision[Any](Action.RETRY)),
+        ("before_model", Decision[Any](Action.STOP)),  # no reply to stand in
+        ("after_tool", Decision[Any](Action.ASK)),
+    ],
+)
+async def test_a_decision_a_point_cannot_carry_out_is_an_error_not_a_go_on(
+    point: str, decision: Decision[Any]
+) -> None:
+    t = thread((bash("rm -rf x"), answer("ok")), hooks=[RecordingHooks({point: decision})])
+    with pytest.raises(HookContractError, match=f"RecordingHooks.{point}"):
+        await t.run()
+    assert t.tool.ran == ([] if point != "after_tool" else ["rm -rf x"])
+
+
+@pytest.mark.anyio
+async def test_the_result_is_saved_before_the_after_result_point_and_kept_on_a_fail() -> None:
+    seen: list[list[str]] = []
+
+    class Watch(Hooks):
+        async def after_result(
+            self, *, turn: Turn, call: ToolCall, result: ToolResult
+        ) -> Decision[None]:
+            seen.append([e.kind for e in turn.entries])
+            return Decision(Action.FAIL, reason="stop here")
+
+    t = thread((bash("ls"), answer("ok")), hooks=[Watch()])
+    end = await t.run()
+    assert (end.status, end.error) == ("failed", "stop here")
+    assert seen == [["user", "assistant", "tool_start", "tool_result"]]
+
+
+@pytest.mark.anyio
+async def test_an_extension_changing_status_tool_call_in_place_changes_nothing() -> None:
+    from agent_threads.api import AgentEvent, HookDecision
+    from agent_threads.extensions import ExtensionAPI, Extensions
+    from agent_threads.hooks.lifecycle import LifecycleHooks
+
+    ext = Extensions()
+    api = ExtensionAPI(ext, "x.py")
+
+    def scribble(status: Any) -> None:
+        status.tool_call.arguments["command"] = "rm -rf /"
+
+    api.on(AgentEvent.BEFORE_TOOL_EXECUTION).handle(HookDecision.CONTINUE, effects=[scribble])
+    hooks = LifecycleHooks(ext, cwd=Path("/w"), model="m")
+    t = thread((bash("ls"), answer("ok")), hooks=[hooks])
+    await t.run()
+    assert t.tool.ran == ["ls"]
+
+
+@pytest.mark.anyio
+async def test_reminders_come_from_this_batch_only_even_when_call_ids_repeat() -> None:
+    from agent_threads.hooks.system import SystemHookConfig, SystemHooks
+    from agent_threads.transcript import Reminder
+
+    # Servers that send no call id get `call_0` for the first call of every reply.
+    long = "x" * 40_000  # over the tool output bound: the output is cut, a reminder follows
+    replies = (
+        Reply("", (ToolCall("call_0", "Bash", {"command": f"printf {long}"}),)),
+        Reply("", (ToolCall("call_0", "Bash", {"command": "ls"}),)),
+        answer("done"),
+    )
+    t = thread(replies, hooks=[SystemHooks(SystemHookConfig())])
+
+    async def big(argv: Sequence[str], **kw: Any) -> Completed:
+        t.tool.calls.append(argv)  # type: ignore[arg-type]
+        return completed(long.encode() if "printf" in argv[-1] else b"ok")
+
+    t.cfg.ctx = replace(t.cfg.ctx, runner=big)
+    await t.run()
+    reminders = [e.body.text for e in t.journal.saved if isinstance(e.body, Reminder)]
+    assert len(reminders) == 1 and "truncated" in reminders[0]

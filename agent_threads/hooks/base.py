@@ -5,10 +5,12 @@ callbacks (`hooks/lifecycle.py`) subclass `Hooks` and override the points they a
 method is a no-op by default and takes keyword-only arguments, so a family ignores the points
 and arguments it has no use for. Each answers with one `Decision`.
 
-The loop calls one `HookSet` at each point; it runs the families in the documented order
-(system hooks, then shell hooks, then extensions): each sees the value (the call, the reply,
-the result) as the ones before it left it, and the first decision other than CONTINUE ends
-the round.
+The loop calls one `HookSet` at each point. The families are layers around the model and the
+tools: at a point BEFORE something happens they run in order (system hooks, shell hooks,
+extensions), at a point AFTER it in reverse (extensions, shell hooks, system hooks). Each
+sees the value (the call, the reply, the result) as the ones before it left it, and the first
+decision other than CONTINUE ends the round. A decision a point cannot act on is our bug and
+raises `HookContractError`, never a silent "go on".
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from agent_threads.messages import AssistantMessage, Message, ToolCall, ToolResult
 from agent_threads.transcript import Body, Entry
@@ -40,11 +42,12 @@ class Action(enum.Enum):
 class Decision(Generic[T]):
     """A hook's answer at one point: what to do, and what to use in place of the current value.
 
-    - before_model: STOP with an AssistantMessage (the reply, without a model call).
+    - session_start, new_input, after_result: FAIL.
+    - before_model: STOP with an AssistantMessage (the reply, without a model call); FAIL.
     - after_model / before_final: a replacement AssistantMessage; RETRY; FAIL.
-    - before_tool: a replacement ToolCall (its new input); STOP with a ToolResult (the call
-      is not run); DENY with the ToolResult the model reads; ASK; FAIL.
-    - after_tool: a replacement ToolResult; FAIL (the result is kept).
+    - before_tool: a replacement ToolCall (its new input); STOP with a ToolResult (the call is
+      not run; that is its result); DENY with the ToolResult the model reads; ASK; FAIL.
+    - after_tool: a replacement ToolResult; FAIL (the result is still saved).
     """
 
     action: Action = Action.CONTINUE
@@ -59,6 +62,43 @@ class Decision(Generic[T]):
 
 def go_on(value: T | None = None) -> Decision[T]:
     return Decision(Action.CONTINUE, value)
+
+
+class HookContractError(Exception):
+    """A hook family answered a point with a decision the point cannot carry out (a bug)."""
+
+
+# What each point can act on: the actions, and the value STOP or DENY must carry.
+_ACTIONS: dict[str, frozenset[Action]] = {
+    "session_start": frozenset({Action.FAIL}),
+    "new_input": frozenset({Action.FAIL}),
+    "before_model": frozenset({Action.FAIL, Action.STOP}),
+    "after_model": frozenset({Action.FAIL, Action.RETRY}),
+    "before_tool": frozenset({Action.FAIL, Action.STOP, Action.DENY, Action.ASK}),
+    "after_tool": frozenset({Action.FAIL}),
+    "after_result": frozenset({Action.FAIL}),
+    "before_final": frozenset({Action.FAIL, Action.RETRY}),
+}
+_STANDS_IN: dict[str, type] = {"before_model": AssistantMessage, "before_tool": ToolResult}
+
+
+def checked(point: str, d: Decision[T], family: object) -> Decision[T]:
+    """`d`, if `point` can carry it out.
+
+    Raises:
+        HookContractError: an action the point ignores, or STOP/DENY without its value.
+    """
+    if d.action is Action.CONTINUE:
+        return d
+    if d.action not in _ACTIONS[point]:
+        raise HookContractError(f"{type(family).__name__}.{point} answered {d.action.name}")
+    want = _STANDS_IN.get(point)
+    if d.action in (Action.STOP, Action.DENY) and (want is None or not isinstance(d.value, want)):
+        raise HookContractError(
+            f"{type(family).__name__}.{point}: {d.action.name} needs a "
+            f"{want.__name__ if want else 'point that takes it'}, got {d.value!r}"
+        )
+    return d
 
 
 @dataclass
@@ -86,8 +126,13 @@ class Hooks:
         once per thread check the transcript)."""
         return go_on()
 
+    async def new_input(self, *, turn: Turn) -> Decision[None]:
+        """Before the model is called about new input (a prompt, a batch of tool results):
+        what it must also read is saved here (reminders), prompts are checked here."""
+        return go_on()
+
     async def before_model(self, *, turn: Turn) -> Decision[AssistantMessage]:
-        """Before each model call."""
+        """Right before each model call (after the max_turns check)."""
         return go_on()
 
     async def context(self, *, turn: Turn, messages: list[Message]) -> list[Message]:
@@ -110,7 +155,13 @@ class Hooks:
     async def after_tool(
         self, *, turn: Turn, call: ToolCall, result: ToolResult
     ) -> Decision[ToolResult]:
-        """After a call ran, before its result is saved."""
+        """After a call ran, before its result is saved: the result may be replaced."""
+        return go_on()
+
+    async def after_result(
+        self, *, turn: Turn, call: ToolCall, result: ToolResult
+    ) -> Decision[None]:
+        """After a call's result is saved (a crash from here on never loses it)."""
         return go_on()
 
     async def before_final(
@@ -124,40 +175,49 @@ class Hooks:
 
 
 class HookSet(Hooks):
-    """The hook families of one thread, called in order at each point."""
+    """The hook families of one thread, called at each point: in order before, in reverse
+    after."""
 
     def __init__(self, families: Sequence[Hooks] = ()) -> None:
-        self.families = tuple(families)
+        self.inward = tuple(families)
+        self.outward = tuple(reversed(self.inward))
 
     async def before_step(self, *, turn: Turn) -> None:
-        for h in self.families:
+        for h in self.inward:
             await h.before_step(turn=turn)
 
     async def session_start(self, *, turn: Turn) -> Decision[None]:
-        for h in self.families:
-            d = await h.session_start(turn=turn)
+        for h in self.inward:
+            d = checked("session_start", await h.session_start(turn=turn), h)
+            if not d.goes_on:
+                return d
+        return go_on()
+
+    async def new_input(self, *, turn: Turn) -> Decision[None]:
+        for h in self.inward:
+            d = checked("new_input", await h.new_input(turn=turn), h)
             if not d.goes_on:
                 return d
         return go_on()
 
     async def before_model(self, *, turn: Turn) -> Decision[AssistantMessage]:
-        for h in self.families:
-            d = await h.before_model(turn=turn)
+        for h in self.inward:
+            d = checked("before_model", await h.before_model(turn=turn), h)
             if not d.goes_on:
                 return d
         return go_on()
 
     async def context(self, *, turn: Turn, messages: list[Message]) -> list[Message]:
-        for h in self.families:
+        for h in self.inward:
             messages = await h.context(turn=turn, messages=messages)
         return messages
 
     async def after_model(
         self, *, turn: Turn, reply: AssistantMessage
     ) -> Decision[AssistantMessage]:
-        for h in self.families:
-            d = await h.after_model(turn=turn, reply=reply)
-            reply = d.value or reply
+        for h in self.outward:
+            d = checked("after_model", await h.after_model(turn=turn, reply=reply), h)
+            reply = _kept(d.value, reply, AssistantMessage)
             if not d.goes_on:
                 return Decision(d.action, reply, d.reason, d.source)
         return go_on(reply)
@@ -165,34 +225,51 @@ class HookSet(Hooks):
     async def before_tool(
         self, *, turn: Turn, call: ToolCall, approved: bool
     ) -> Decision[ToolCall | ToolResult]:
-        for h in self.families:
-            d = await h.before_tool(turn=turn, call=call, approved=approved)
+        for h in self.inward:
+            d = checked(
+                "before_tool", await h.before_tool(turn=turn, call=call, approved=approved), h
+            )
             if not d.goes_on:
                 return d
-            if isinstance(d.value, ToolCall):
-                call = d.value
+            call = _kept(d.value, call, ToolCall)
         return go_on(call)
 
     async def after_tool(
         self, *, turn: Turn, call: ToolCall, result: ToolResult
     ) -> Decision[ToolResult]:
-        for h in self.families:
-            d = await h.after_tool(turn=turn, call=call, result=result)
-            result = d.value or result
+        for h in self.outward:
+            d = checked("after_tool", await h.after_tool(turn=turn, call=call, result=result), h)
+            result = _kept(d.value, result, ToolResult)
             if not d.goes_on:
                 return Decision(d.action, result, d.reason, d.source)
         return go_on(result)
 
+    async def after_result(
+        self, *, turn: Turn, call: ToolCall, result: ToolResult
+    ) -> Decision[None]:
+        for h in self.outward:
+            d = checked(
+                "after_result", await h.after_result(turn=turn, call=call, result=result), h
+            )
+            if not d.goes_on:
+                return d
+        return go_on()
+
     async def before_final(
         self, *, turn: Turn, answer: AssistantMessage
     ) -> Decision[AssistantMessage]:
-        for h in self.families:
-            d = await h.before_final(turn=turn, answer=answer)
-            answer = d.value or answer
+        for h in self.inward:
+            d = checked("before_final", await h.before_final(turn=turn, answer=answer), h)
+            answer = _kept(d.value, answer, AssistantMessage)
             if not d.goes_on:
                 return Decision(d.action, answer, d.reason, d.source)
         return go_on(answer)
 
     async def session_end(self, *, turn: Turn, status: ThreadStatus) -> None:
-        for h in self.families:
+        for h in self.outward:
             await h.session_end(turn=turn, status=status)
+
+
+def _kept(value: Any, current: T, kind: type[T]) -> T:
+    """A family's replacement if it is one of the point's kind, else the current value."""
+    return value if isinstance(value, kind) else current

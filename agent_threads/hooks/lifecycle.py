@@ -14,6 +14,7 @@ entry, so everything an extension does survives a restart.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -185,8 +186,11 @@ class LifecycleHooks(Hooks):
         self, *, turn: Turn, call: ToolCall, approved: bool
     ) -> Decision[ToolCall | ToolResult]:
         event = api.AgentEvent.BEFORE_TOOL_EXECUTION
-        view = ToolCall(call.id, call.name, dict(call.arguments))
-        fired = await self._fire(event, turn, view, tool_call=view)
+        # Two copies, as before: changing `status.tool_call` in an effect changes nothing;
+        # only the value (the hook's decision) may rewrite the input.
+        current = ToolCall(call.id, call.name, dict(call.arguments))
+        shown = ToolCall(call.id, call.name, dict(call.arguments))
+        fired = await self._fire(event, turn, current, tool_call=shown)
         if fired.decision is api.HookDecision.STOP:
             return self._decision(event, fired, ToolResult)
         d = self._decision(event, fired, ToolCall)
@@ -248,7 +252,8 @@ class LifecycleHooks(Hooks):
         return ExtensionContext(
             cwd=self.cwd,
             model=self.model,
-            entries=[e.to_json() for e in turn.entries],
+            # Copies: a command that changes them must not change the loop's own entries.
+            entries=[copy.deepcopy(e.to_json()) for e in turn.entries],
             messages=conversation(turn.entries),
             ui=HeadlessUI(choice, notes),
             save_entry=save_entry,

@@ -18,7 +18,7 @@ from typing import Any
 from agent_threads.hooks.base import Action, Decision, Hooks, Turn, go_on
 from agent_threads.hooks.shellrun import HookEvent, HookOutcome, run_hooks
 from agent_threads.hooks.shellspec import ShellHook
-from agent_threads.messages import AssistantMessage, ToolCall, ToolResult
+from agent_threads.messages import ToolCall, ToolResult
 from agent_threads.transcript import HookContext, HookRan, UserText
 from state.threads import ThreadStatus
 
@@ -65,7 +65,7 @@ class ShellHooks(Hooks):
         outcome = await self._run(turn, self._event(turn, "SessionStart"))
         return _stopped(outcome, "SessionStart")
 
-    async def before_model(self, *, turn: Turn) -> Decision[AssistantMessage]:
+    async def new_input(self, *, turn: Turn) -> Decision[None]:
         """UserPromptSubmit for each prompt not yet seen; a block fails the thread."""
         if "UserPromptSubmit" not in self.events:
             return go_on()
@@ -110,9 +110,10 @@ class ShellHooks(Hooks):
             return go_on(ToolCall(call.id, call.name, outcome.updated_input))
         return go_on()
 
-    async def after_tool(
+    async def after_result(
         self, *, turn: Turn, call: ToolCall, result: ToolResult
-    ) -> Decision[ToolResult]:
+    ) -> Decision[None]:
+        """PostToolUse, once the result is saved: it sees what the model will read."""
         if "PostToolUse" not in self.events:
             return go_on()
         ev = self._event(

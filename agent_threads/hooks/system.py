@@ -18,7 +18,6 @@ from pathlib import PurePath
 from typing import Any
 
 from agent_threads.hooks.base import Decision, Hooks, Turn, go_on
-from agent_threads.messages import AssistantMessage
 from agent_threads.transcript import AssistantReply, Entry, Reminder, ToolOutput, last_reply
 
 Trigger = Callable[[str, Mapping[str, Any]], "str | None"]
@@ -363,7 +362,7 @@ class SystemHooks(Hooks):
     def __init__(self, cfg: SystemHookConfig) -> None:
         self.cfg = cfg
 
-    async def before_model(self, *, turn: Turn) -> Decision[AssistantMessage]:
+    async def new_input(self, *, turn: Turn) -> Decision[None]:
         entries = turn.entries
         last = last_reply(entries)
         if last is None:
@@ -373,8 +372,7 @@ class SystemHooks(Hooks):
         after = entries[last + 1 :]
         if not reply.tool_calls or any(isinstance(e.body, Reminder) for e in after):
             return go_on()
-        mine = {c.id for c in reply.tool_calls}
-        batch = [(tool, r) for tool, r in _answered(entries) if r["call_id"] in mine]
+        batch = _answered(entries[last:])  # the results of this reply's calls only
         used = reply.usage.input_tokens if reply.usage else 0
         msgs = collect_system_hooks(batch, entries[:last], self.cfg, input_tokens=used)
         if msgs:
