@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import pgserver
 import psutil
@@ -22,20 +22,50 @@ import pytest
 
 if TYPE_CHECKING:
     from state.db import Store
+    from state.fires import FireRecord
+    from state.processes import ProcessRecord
+    from state.threads import ThreadRecord
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def wait_until(pred: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    """Poll `pred` until it is truthy (tests only; the product never polls)."""
+# A wait returns the moment its event happens, so a long limit costs nothing when all is
+# well; it only has to outlast a machine loaded by other work (a busy loop beside the suite).
+WAIT_S = 30.0
+_SHOWN = 1500  # characters of the last value a timed-out wait prints
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text)} characters)"
+
+
+def wait_for(
+    observe: Callable[[], T], done: Callable[[T], object], *, timeout: float = WAIT_S, what: str
+) -> T:
+    """Observe until `done(value)`; return that value (tests only; the product never polls).
+
+    A timeout says what it waited for and the last value it saw.
+    """
     deadline = time.monotonic() + timeout
+    pause = 0.01
     while True:
-        value = pred()
-        if value:
+        value = observe()
+        if done(value):
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
+            raise AssertionError(
+                f"timed out after {timeout:g}s waiting for {what}; last seen: {_show(value)}"
+            )
+        time.sleep(pause)
+        pause = min(pause * 1.5, 0.1)  # quick for what comes at once, cheap for what does not
+
+
+def wait_until(pred: Callable[[], Any], timeout: float = WAIT_S, what: str = "condition") -> Any:
+    """Poll `pred` until it is truthy and return its value; see wait_for."""
+    return wait_for(pred, bool, timeout=timeout, what=what)
 
 
 def match_hook(pattern: str, name: str, max_spawns: int = 1, instructions: str = "x") -> Any:
@@ -113,13 +143,66 @@ class Env:
         path.write_text(text)
         return path
 
-    def wait_state(self, pid: int, *states: str, timeout: float = 15.0) -> dict[str, Any]:
-        def check() -> dict[str, Any] | None:
-            p = self.process(pid)
-            return p if p["state"] in states else None
+    # -- watching the state without a CLI start ------------------------------------------------
+    # A wait that polled `ps --json` started the CLI back to back (0.3 s of CPU each, most of
+    # it importing SQLAlchemy): a core busy for the whole wait, taken from the daemon it waits
+    # on. These read the database in this process, read-only, as `ps` and `fires` read it; a
+    # wait then takes its final answer from the real CLI.
 
-        result: dict[str, Any] = wait_until(check, timeout, f"process {pid} in {states}")
-        return result
+    def _read(self, read: Callable[[Store], T]) -> T:
+        from state.db import open_state_store
+        from state.settings import store_settings
+
+        # Opened and closed each time: no connection of ours outlives the read (a test
+        # remounts the home read-only, or hands it to another user).
+        store = open_state_store(self.home / "state.db", store_settings(self.env), readonly=True)
+        try:
+            return read(store)
+        finally:
+            store.close()
+
+    def seen_processes(self) -> list[ProcessRecord]:
+        from state.processes import list_processes
+
+        return self._read(list_processes)
+
+    def seen_fires(self) -> list[FireRecord]:
+        from state.fires import list_fires
+
+        return self._read(list_fires)
+
+    def seen_threads(self) -> list[ThreadRecord]:
+        from state.threads import list_threads
+
+        return self._read(list_threads)
+
+    def wait_state(self, pid: int, *states: str, timeout: float = WAIT_S) -> dict[str, Any]:
+        """Until process `pid` is in one of `states`; then its row as `ps --json` shows it."""
+
+        def state() -> str | None:
+            row = next((p for p in self.seen_processes() if p.id == pid), None)
+            return None if row is None else row.state
+
+        wait_for(state, lambda s: s in states, timeout=timeout, what=f"process {pid} in {states}")
+        return self.process(pid)
+
+    def wait_fires(
+        self, count: int, *, timeout: float = WAIT_S, what: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Until at least `count` fires are committed; then `fires --json` (all of them)."""
+        wait_for(
+            lambda: [(f.process_id, f.hook, f.detail[:80]) for f in self.seen_fires()],
+            lambda seen: len(seen) >= count,
+            timeout=timeout,
+            what=what or f"{count} fire(s)",
+        )
+        return self.fires()
+
+    def wait_threads(
+        self, done: Callable[[list[ThreadRecord]], object], *, timeout: float = WAIT_S, what: str
+    ) -> list[ThreadRecord]:
+        """Until `done(threads)` holds for the thread rows."""
+        return wait_for(self.seen_threads, done, timeout=timeout, what=what)
 
 
 class Daemon:
@@ -144,11 +227,18 @@ class Daemon:
                 env=self.env.env,
                 start_new_session=True,
             )
-        wait_until(
-            lambda: self.log.read_text().count("daemon ready") > before.count("daemon ready"),
-            15,
-            "daemon ready",
-        )
+        proc = self.proc
+
+        def log_since() -> str:
+            text = self.log.read_text()[len(before) :]
+            if proc.poll() is not None and "daemon ready" not in text:
+                raise AssertionError(
+                    f"the daemon exited {proc.returncode} before it was ready; its log:\n{text}"
+                )
+            return text
+
+        # "daemon ready" comes after recovery's first pass: what that settles is committed.
+        wait_for(log_since, lambda text: "daemon ready" in text, what=f"daemon ready in {self.log}")
         return self
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
@@ -292,3 +382,65 @@ def store(db_url: str | None, tmp_path: Path) -> Iterator[Store]:
     s = Store(target_for(tmp_path / "state.db", db_url), timeout=10.0)
     yield s
     s.close()
+
+
+# --- Which tests start a daemon (issue #15: keep them for what needs them) ---------------------
+# Every daemon says "daemon ready" in its log: the fixtures' in test-daemon.log, the one `run`
+# starts in daemon.log. A test's count is read from the logs under its tmp_path at teardown
+# and travels on its report (through pytest-xdist too); `--daemon-report=FILE` writes the list.
+
+_DAEMON_STARTS = "daemon_starts"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--daemon-report",
+        metavar="FILE",
+        help="write each test that started a real daemon, with how many times, to FILE",
+    )
+
+
+def _daemon_starts(root: Path) -> int:
+    return sum(
+        log.read_text(errors="replace").count("daemon ready")
+        for log in root.rglob("*daemon.log")
+        if log.is_file()
+    )
+
+
+@pytest.fixture(autouse=True)
+def _count_daemons(request: pytest.FixtureRequest) -> Iterator[None]:
+    # Asked for before the test (not after it): then tmp_path is torn down after this.
+    root: Path | None = None
+    if "tmp_path" in request.fixturenames:
+        root = request.getfixturevalue("tmp_path")
+    yield
+    if root is not None:
+        with contextlib.suppress(OSError):  # a test's mount may be gone
+            if n := _daemon_starts(root):
+                request.node.user_properties.append((_DAEMON_STARTS, n))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    counts: dict[str, int] = {}
+    for reports in terminalreporter.stats.values():
+        for r in reports:
+            if getattr(r, "when", None) != "teardown":
+                continue
+            for key, n in r.user_properties:
+                if key == _DAEMON_STARTS:
+                    counts[r.nodeid] = n
+    if not counts:
+        return
+    total = sum(counts.values())
+    terminalreporter.write_line(
+        f"{len(counts)} tests started a real daemon ({total} starts); "
+        "--daemon-report=FILE lists them"
+    )
+    if out := config.getoption("--daemon-report"):
+        lines = [f"{n}\t{nodeid}" for nodeid, n in sorted(counts.items())]
+        Path(out).write_text(
+            f"# {len(counts)} tests start a real daemon, {total} starts (starts, tab, test)\n"
+            + "\n".join(lines)
+            + "\n"
+        )
