@@ -10,8 +10,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -204,6 +205,27 @@ class Env:
         """Until `done(threads)` holds for the thread rows."""
         return wait_for(self.seen_threads, done, timeout=timeout, what=what)
 
+    def wait_thread(
+        self, tid: str, statuses: Sequence[str], *, timeout: float = WAIT_S
+    ) -> dict[str, Any]:
+        """Until thread `tid` ("t3") is in one of `statuses`; then `thread show --json`."""
+        number = int(tid.removeprefix("t"))
+
+        def status() -> tuple[str, str | None, str | None] | None:
+            t = next((t for t in self.seen_threads() if t.id == number), None)
+            return None if t is None else (t.status, t.waiting, t.error)
+
+        wait_for(
+            status,
+            lambda seen: seen is not None and seen[0] in statuses,
+            timeout=timeout,
+            what=f"thread {tid} in {tuple(statuses)}",
+        )
+        data: dict[str, Any] = json.loads(
+            self.cli("thread", "show", tid, "--json", check=True).stdout
+        )
+        return data
+
 
 class Daemon:
     """A real `supervise daemon` subprocess."""
@@ -216,18 +238,26 @@ class Daemon:
     def log(self) -> Path:
         return self.env.home / "test-daemon.log"
 
-    def start(self) -> Daemon:
+    def start(self, *, log_through_pipe: bool = False) -> Daemon:
+        """Start it and wait until it is ready.
+
+        log_through_pipe: the daemon writes its log to a pipe this process copies to the
+            file. A pipe has no file size limit: a daemon whose disk is "full"
+            (RLIMIT_FSIZE) can still say what failed, and a test can wait for that.
+        """
         self.env.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         before = self.log.read_text() if self.log.exists() else ""
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "supervisor", "daemon"],
-                stdout=log,
-                stderr=log,
+                stdout=subprocess.PIPE if log_through_pipe else log,
+                stderr=subprocess.STDOUT if log_through_pipe else log,
                 env=self.env.env,
                 start_new_session=True,
             )
         proc = self.proc
+        if log_through_pipe:
+            threading.Thread(target=self._copy_log, args=(proc,), daemon=True).start()
 
         def log_since() -> str:
             text = self.log.read_text()[len(before) :]
@@ -240,6 +270,18 @@ class Daemon:
         # "daemon ready" comes after recovery's first pass: what that settles is committed.
         wait_for(log_since, lambda text: "daemon ready" in text, what=f"daemon ready in {self.log}")
         return self
+
+    def _copy_log(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        with proc.stdout, open(self.log, "ab", buffering=0) as log:
+            for line in proc.stdout:
+                log.write(line)
+
+    def wait_log(self, text: str, *, timeout: float = WAIT_S) -> str:
+        """Until the daemon's log holds `text`; the log."""
+        return wait_for(
+            self.log.read_text, lambda log: text in log, timeout=timeout, what=f"{text!r} logged"
+        )
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -284,12 +326,12 @@ def daemon(env: Env) -> Iterator[Daemon]:
 
 
 @pytest.fixture
-def start_daemon(env: Env) -> Iterator[Callable[[], Daemon]]:
+def start_daemon(env: Env) -> Iterator[Callable[..., Daemon]]:
     """Start a daemon later in the test (after setting `env.extra`); killed at the end."""
     started: list[Daemon] = []
 
-    def start() -> Daemon:
-        started.append(Daemon(env).start())
+    def start(*, log_through_pipe: bool = False) -> Daemon:
+        started.append(Daemon(env).start(log_through_pipe=log_through_pipe))
         return started[-1]
 
     yield start

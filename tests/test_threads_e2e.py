@@ -11,7 +11,7 @@ from typing import Any
 import psutil
 import pytest
 import yaml
-from conftest import ROOT, Daemon, Env, wait_until
+from conftest import ROOT, WAIT_S, Daemon, Env, wait_until
 
 SETTLED = ("completed", "failed", "cancelled", "waiting_approval")
 
@@ -43,18 +43,8 @@ def thread(env: Env, tid: str) -> dict[str, Any]:
     return data
 
 
-def settled(env: Env, tid: str, *statuses: str, timeout: float = 20.0) -> dict[str, Any]:
-    want = statuses or SETTLED
-
-    def check() -> dict[str, Any] | None:
-        r = env.cli("thread", "show", tid, "--json")
-        if r.returncode == 2 and "no thread" in r.stderr:
-            return None  # the hook has not fired yet
-        t: dict[str, Any] = json.loads(r.stdout)
-        return t if t["status"] in want else None
-
-    result: dict[str, Any] = wait_until(check, timeout, f"thread {tid} in {want}")
-    return result
+def settled(env: Env, tid: str, *statuses: str, timeout: float = WAIT_S) -> dict[str, Any]:
+    return env.wait_thread(tid, statuses or SETTLED, timeout=timeout)
 
 
 def results(t: dict[str, Any]) -> list[dict[str, Any]]:
