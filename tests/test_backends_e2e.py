@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import sys
-import time
 from collections.abc import Callable
 
 from conftest import Daemon, Env, match_hook, wait_until
@@ -40,12 +39,11 @@ def test_hooks_fire_exactly_once_across_daemon_kills(
         "    time.sleep(0.05)\nsys.exit(3)"
     )
     pid = env.run_d(sys.executable, "-c", script, hooks=hooks, name="ticker")["id"]
-    for _ in range(2):  # killed mid-run; what it missed is read on restart, once
-        time.sleep(0.5)
+    for n in (5, 15):  # killed mid-run, while it fires; what it missed is read on restart, once
+        env.wait_fires(n, what=f"tick {n - 1} fired")
         daemon.kill(signal.SIGKILL)
-        time.sleep(0.2)
         daemon.start()
-    p = env.wait_state(pid, "exited", timeout=20)
+    p = env.wait_state(pid, "exited")
     assert (p["exit_code"], p["name"], p["state"]) == (3, "ticker", "exited")
     fires = env.fires()  # the end commits with its fire, and after every other fire
     # Each once; a match's time is when it was read, so the exit may list before late ticks.
@@ -76,7 +74,7 @@ def test_an_exit_while_the_daemon_is_down_fires_on_restart(
     script = "import time, sys; time.sleep(0.5); sys.exit(4)"
     pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
     daemon.kill(signal.SIGKILL)
-    wait_until((env.home / "runs" / str(pid) / "exit.json").exists, 10, "exit.json")
+    wait_until((env.home / "runs" / str(pid) / "exit.json").exists, what="exit.json")
     daemon.start()
     assert env.wait_state(pid, "exited")["exit_code"] == 4
     ((hook, code),) = [(f["hook"], f["exit_code"]) for f in env.fires()]

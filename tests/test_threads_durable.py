@@ -44,7 +44,7 @@ def test_resumed_after_sigkill_completes_exactly_once(env: Env, daemon: Daemon) 
     agent = {"model": f"scripted:{turns.name}", "permissions": {"allow": ["Bash"]}}
     run_hooked(env, hook_file(env, {**agent, "sandbox": "off"}))
     pidfile = env.work / "slow.pid"
-    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), 15, "slow tool running")
+    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="slow tool running")
     daemon.kill(signal.SIGKILL)
     leftover = int(pidfile.read_text())
     os.kill(leftover, 0)  # the tool outlived the daemon
@@ -58,7 +58,7 @@ def test_resumed_after_sigkill_completes_exactly_once(env: Env, daemon: Daemon) 
     assert statuses == ["ok", "interrupted", "ok"]
     assert "processes that were still running have been killed" in results(t)[1]["output"]
     with pytest.raises(ProcessLookupError):
-        wait_until(lambda: os.kill(leftover, 0), 5, "leftover killed")
+        wait_until(lambda: os.kill(leftover, 0), what="leftover killed")
     finals = [e for e in t["entries"] if e["kind"] == "assistant" and not e["tool_calls"]]
     assert len(finals) == 1 and finals[0]["content"] == "finished"
     assert any(e["kind"] == "note" and "resumed" in e["text"] for e in t["entries"])
