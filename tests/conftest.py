@@ -145,10 +145,12 @@ class Env:
         return path
 
     # -- watching the state without a CLI start ------------------------------------------------
-    # A wait that polled `ps --json` started the CLI back to back (0.3 s of CPU each, most of
-    # it importing SQLAlchemy): a core busy for the whole wait, taken from the daemon it waits
-    # on. These read the database in this process, read-only, as `ps` and `fires` read it; a
-    # wait then takes its final answer from the real CLI.
+    # A CLI start costs 0.3 s of CPU (most of it importing SQLAlchemy), and CLI starts were
+    # half the suite's CPU: a wait that polled `ps --json` kept a core busy, taken from the
+    # daemon it waited on. These read the database in this process, read-only, as `ps` and
+    # `fires` read it, and answer in the JSON those print (supervisor.views), without the
+    # CLI's masking of the shell's credentials. The CLI's own output is what env.ps(),
+    # env.fires() and env.cli() give, and what the tests of the CLI use.
 
     def _read(self, read: Callable[[Store], T]) -> T:
         from state.db import open_state_store
@@ -178,26 +180,34 @@ class Env:
         return self._read(list_threads)
 
     def wait_state(self, pid: int, *states: str, timeout: float = WAIT_S) -> dict[str, Any]:
-        """Until process `pid` is in one of `states`; then its row as `ps --json` shows it."""
+        """Until process `pid` is in one of `states`; its row as `ps --json` shows it."""
+        from supervisor.views import process_json
 
-        def state() -> str | None:
-            row = next((p for p in self.seen_processes() if p.id == pid), None)
-            return None if row is None else row.state
+        def row() -> dict[str, Any] | None:
+            found = next((p for p in self.seen_processes() if p.id == pid), None)
+            return None if found is None else process_json(found)
 
-        wait_for(state, lambda s: s in states, timeout=timeout, what=f"process {pid} in {states}")
-        return self.process(pid)
+        found = wait_for(
+            row,
+            lambda p: p is not None and p["state"] in states,
+            timeout=timeout,
+            what=f"process {pid} in {states}",
+        )
+        assert found is not None
+        return found
 
     def wait_fires(
         self, count: int, *, timeout: float = WAIT_S, what: str | None = None
     ) -> list[dict[str, Any]]:
-        """Until at least `count` fires are committed; then `fires --json` (all of them)."""
-        wait_for(
-            lambda: [(f.process_id, f.hook, f.detail[:80]) for f in self.seen_fires()],
-            lambda seen: len(seen) >= count,
+        """Until at least `count` fires are committed; all of them, as `fires --json` shows."""
+        from supervisor.views import fire_json
+
+        return wait_for(
+            lambda: [fire_json(f) for f in self.seen_fires()],
+            lambda fires: len(fires) >= count,
             timeout=timeout,
             what=what or f"{count} fire(s)",
         )
-        return self.fires()
 
     def wait_threads(
         self, done: Callable[[list[ThreadRecord]], object], *, timeout: float = WAIT_S, what: str
