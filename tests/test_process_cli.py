@@ -94,21 +94,6 @@ def test_bad_usage_is_exit_2(env: Env) -> None:
     assert r.returncode == 2 and "no process 999" in r.stderr
 
 
-def test_process_survives_daemon_sigkill_and_cli_exit(env: Env, daemon: Daemon) -> None:
-    marker = env.work / "done"
-    script = (
-        f"import time; time.sleep(1.0); open({str(marker)!r}, 'w').write('x'); print('finished')"
-    )
-    pid = env.run_d(sys.executable, "-c", script)["id"]
-    daemon.kill(signal.SIGKILL)
-    wait_until(marker.exists, what="the child to finish without a daemon")
-    wait_until((env.home / "runs" / str(pid) / "exit.json").exists, what="exit.json")
-    daemon.start()
-    p = env.wait_state(pid, "exited")
-    assert p["exit_code"] == 0 and p["result"] == "success"
-    assert env.cli("logs", str(pid)).stdout == "finished\n"
-
-
 def _output(env: Env, pid: int, text: str) -> str:
     """Until the process's output.log holds `text`; the output."""
     log = env.home / "runs" / str(pid) / "output.log"
@@ -201,14 +186,9 @@ def test_stop_refuses_a_reused_pid(env: Env, daemon: Daemon) -> None:
     assert _alive(_child_pid(env, pid))
 
 
-def test_second_daemon_refuses(env: Env, daemon: Daemon) -> None:
-    r = env.cli("daemon", timeout=20)
-    assert r.returncode == 1
-    assert "already runs" in r.stderr and "Traceback" not in r.stderr
-
-
 def test_state_dir_is_private(env: Env) -> None:
-    env.cli("run", "--", "true", check=True)
+    env.extra["SUPERVISE_AUTOSTART"] = "0"  # the state dir is made by the CLI: no daemon needed
+    env.cli("run", "-d", "--", "true", check=True)
     assert (env.home.stat().st_mode & 0o777) == 0o700
     assert ((env.home / "state.db").stat().st_mode & 0o777) == 0o600
 
@@ -224,7 +204,8 @@ def test_corrupt_state_db_names_the_file(env: Env) -> None:
 def test_locked_state_db_is_a_clear_error(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     import sqlite3
 
-    env.cli("run", "--", "true", check=True)
+    env.extra["SUPERVISE_AUTOSTART"] = "0"  # a database is all it needs: no daemon
+    env.cli("run", "-d", "--", "true", check=True)
     monkeypatch.setenv("SUPERVISE_DB_TIMEOUT", "0.5")
     holder = sqlite3.connect(env.home / "state.db", isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")  # another program holds the write lock
@@ -301,7 +282,8 @@ def test_daemon_sigterm_stops_it_and_leaves_processes_running(env: Env, daemon: 
 def test_newer_schema_is_refused_with_a_clear_error(env: Env) -> None:
     import sqlite3
 
-    env.cli("run", "--", "true", check=True)
+    env.extra["SUPERVISE_AUTOSTART"] = "0"  # a database is all it needs: no daemon
+    env.cli("run", "-d", "--", "true", check=True)
     with sqlite3.connect(env.home / "state.db") as db:
         db.execute("update meta set value = '99' where key = 'schema_version'")
     r = env.cli("run", "-d", "--", "true")
