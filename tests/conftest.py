@@ -31,6 +31,13 @@ T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# A parent that ignores SIGINT (a script's `pytest &` job, nohup) passes that on to every
+# child: Ctrl-C would not detach `run`, nor `stop --signal INT` reach a Python child. A
+# handler, unlike an ignore, is reset to the default at exec: the tests' children then get
+# SIGINT as a terminal gives it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 # A wait returns the moment its event happens, so a long limit costs nothing when all is
 # well; it only has to outlast a machine loaded by other work (a busy loop beside the suite).
