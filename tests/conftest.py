@@ -10,11 +10,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import pgserver
 import psutil
@@ -22,20 +23,57 @@ import pytest
 
 if TYPE_CHECKING:
     from state.db import Store
+    from state.fires import FireRecord
+    from state.processes import ProcessRecord
+    from state.threads import ThreadRecord
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# A parent that ignores SIGINT (a script's `pytest &` job, nohup) passes that on to every
+# child: Ctrl-C would not detach `run`, nor `stop --signal INT` reach a Python child. A
+# handler, unlike an ignore, is reset to the default at exec: the tests' children then get
+# SIGINT as a terminal gives it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
-def wait_until(pred: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    """Poll `pred` until it is truthy (tests only; the product never polls)."""
+
+# A wait returns the moment its event happens, so a long limit costs nothing when all is
+# well; it only has to outlast a machine loaded by other work (a busy loop beside the suite).
+WAIT_S = 30.0
+_SHOWN = 1500  # characters of the last value a timed-out wait prints
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text)} characters)"
+
+
+def wait_for(
+    observe: Callable[[], T], done: Callable[[T], object], *, timeout: float = WAIT_S, what: str
+) -> T:
+    """Observe until `done(value)`; return that value (tests only; the product never polls).
+
+    A timeout says what it waited for and the last value it saw.
+    """
     deadline = time.monotonic() + timeout
+    pause = 0.01
     while True:
-        value = pred()
-        if value:
+        value = observe()
+        if done(value):
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
+            raise AssertionError(
+                f"timed out after {timeout:g}s waiting for {what}; last seen: {_show(value)}"
+            )
+        time.sleep(pause)
+        pause = min(pause * 1.5, 0.1)  # quick for what comes at once, cheap for what does not
+
+
+def wait_until(pred: Callable[[], Any], timeout: float = WAIT_S, what: str = "condition") -> Any:
+    """Poll `pred` until it is truthy and return its value; see wait_for."""
+    return wait_for(pred, bool, timeout=timeout, what=what)
 
 
 def match_hook(pattern: str, name: str, max_spawns: int = 1, instructions: str = "x") -> Any:
@@ -113,13 +151,97 @@ class Env:
         path.write_text(text)
         return path
 
-    def wait_state(self, pid: int, *states: str, timeout: float = 15.0) -> dict[str, Any]:
-        def check() -> dict[str, Any] | None:
-            p = self.process(pid)
-            return p if p["state"] in states else None
+    # -- watching the state without a CLI start ------------------------------------------------
+    # A CLI start costs 0.3 s of CPU (most of it importing SQLAlchemy), and CLI starts were
+    # half the suite's CPU: a wait that polled `ps --json` kept a core busy, taken from the
+    # daemon it waited on. These read the database in this process, read-only, as `ps` and
+    # `fires` read it, and answer in the JSON those print (supervisor.views), without the
+    # CLI's masking of the shell's credentials. The CLI's own output is what env.ps(),
+    # env.fires() and env.cli() give, and what the tests of the CLI use.
 
-        result: dict[str, Any] = wait_until(check, timeout, f"process {pid} in {states}")
-        return result
+    def _read(self, read: Callable[[Store], T]) -> T:
+        from state.db import open_state_store
+        from state.settings import store_settings
+
+        # Opened and closed each time: no connection of ours outlives the read (a test
+        # remounts the home read-only, or hands it to another user).
+        store = open_state_store(self.home / "state.db", store_settings(self.env), readonly=True)
+        try:
+            return read(store)
+        finally:
+            store.close()
+
+    def seen_processes(self) -> list[ProcessRecord]:
+        from state.processes import list_processes
+
+        return self._read(list_processes)
+
+    def seen_fires(self) -> list[FireRecord]:
+        from state.fires import list_fires
+
+        return self._read(list_fires)
+
+    def seen_threads(self) -> list[ThreadRecord]:
+        from state.threads import list_threads
+
+        return self._read(list_threads)
+
+    def wait_state(self, pid: int, *states: str, timeout: float = WAIT_S) -> dict[str, Any]:
+        """Until process `pid` is in one of `states`; its row as `ps --json` shows it."""
+        from supervisor.views import process_json
+
+        def row() -> dict[str, Any] | None:
+            found = next((p for p in self.seen_processes() if p.id == pid), None)
+            return None if found is None else process_json(found)
+
+        found = wait_for(
+            row,
+            lambda p: p is not None and p["state"] in states,
+            timeout=timeout,
+            what=f"process {pid} in {states}",
+        )
+        assert found is not None
+        return found
+
+    def wait_fires(
+        self, count: int, *, timeout: float = WAIT_S, what: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Until at least `count` fires are committed; all of them, as `fires --json` shows."""
+        from supervisor.views import fire_json
+
+        return wait_for(
+            lambda: [fire_json(f) for f in self.seen_fires()],
+            lambda fires: len(fires) >= count,
+            timeout=timeout,
+            what=what or f"{count} fire(s)",
+        )
+
+    def wait_threads(
+        self, done: Callable[[list[ThreadRecord]], object], *, timeout: float = WAIT_S, what: str
+    ) -> list[ThreadRecord]:
+        """Until `done(threads)` holds for the thread rows."""
+        return wait_for(self.seen_threads, done, timeout=timeout, what=what)
+
+    def wait_thread(
+        self, tid: str, statuses: Sequence[str], *, timeout: float = WAIT_S
+    ) -> dict[str, Any]:
+        """Until thread `tid` ("t3") is in one of `statuses`; then `thread show --json`."""
+        number = int(tid.removeprefix("t"))
+
+        def status() -> tuple[str, str | None, str | None] | None:
+            t = next((t for t in self.seen_threads() if t.id == number), None)
+            return None if t is None else (t.status, t.waiting, t.error)
+
+        wait_for(
+            status,
+            lambda seen: seen is not None and seen[0] in statuses,
+            timeout=timeout,
+            what=f"thread {tid} in {tuple(statuses)}",
+        )
+        data: dict[str, Any] = json.loads(
+            self.cli("thread", "show", tid, "--json", check=True).stdout
+        )
+        return data
 
 
 class Daemon:
@@ -133,23 +255,50 @@ class Daemon:
     def log(self) -> Path:
         return self.env.home / "test-daemon.log"
 
-    def start(self) -> Daemon:
+    def start(self, *, log_through_pipe: bool = False) -> Daemon:
+        """Start it and wait until it is ready.
+
+        log_through_pipe: the daemon writes its log to a pipe this process copies to the
+            file. A pipe has no file size limit: a daemon whose disk is "full"
+            (RLIMIT_FSIZE) can still say what failed, and a test can wait for that.
+        """
         self.env.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         before = self.log.read_text() if self.log.exists() else ""
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "supervisor", "daemon"],
-                stdout=log,
-                stderr=log,
+                stdout=subprocess.PIPE if log_through_pipe else log,
+                stderr=subprocess.STDOUT if log_through_pipe else log,
                 env=self.env.env,
                 start_new_session=True,
             )
-        wait_until(
-            lambda: self.log.read_text().count("daemon ready") > before.count("daemon ready"),
-            15,
-            "daemon ready",
-        )
+        proc = self.proc
+        if log_through_pipe:
+            threading.Thread(target=self._copy_log, args=(proc,), daemon=True).start()
+
+        def log_since() -> str:
+            text = self.log.read_text()[len(before) :]
+            if proc.poll() is not None and "daemon ready" not in text:
+                raise AssertionError(
+                    f"the daemon exited {proc.returncode} before it was ready; its log:\n{text}"
+                )
+            return text
+
+        # "daemon ready" comes after recovery's first pass: what that settles is committed.
+        wait_for(log_since, lambda text: "daemon ready" in text, what=f"daemon ready in {self.log}")
         return self
+
+    def _copy_log(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        with proc.stdout, open(self.log, "ab", buffering=0) as log:
+            for line in proc.stdout:
+                log.write(line)
+
+    def wait_log(self, text: str, *, timeout: float = WAIT_S) -> str:
+        """Until the daemon's log holds `text`; the log."""
+        return wait_for(
+            self.log.read_text, lambda log: text in log, timeout=timeout, what=f"{text!r} logged"
+        )
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -194,12 +343,12 @@ def daemon(env: Env) -> Iterator[Daemon]:
 
 
 @pytest.fixture
-def start_daemon(env: Env) -> Iterator[Callable[[], Daemon]]:
+def start_daemon(env: Env) -> Iterator[Callable[..., Daemon]]:
     """Start a daemon later in the test (after setting `env.extra`); killed at the end."""
     started: list[Daemon] = []
 
-    def start() -> Daemon:
-        started.append(Daemon(env).start())
+    def start(*, log_through_pipe: bool = False) -> Daemon:
+        started.append(Daemon(env).start(log_through_pipe=log_through_pipe))
         return started[-1]
 
     yield start
@@ -292,3 +441,65 @@ def store(db_url: str | None, tmp_path: Path) -> Iterator[Store]:
     s = Store(target_for(tmp_path / "state.db", db_url), timeout=10.0)
     yield s
     s.close()
+
+
+# --- Which tests start a daemon (issue #15: keep them for what needs them) ---------------------
+# Every daemon says "daemon ready" in its log: the fixtures' in test-daemon.log, the one `run`
+# starts in daemon.log. A test's count is read from the logs under its tmp_path at teardown
+# and travels on its report (through pytest-xdist too); `--daemon-report=FILE` writes the list.
+
+_DAEMON_STARTS = "daemon_starts"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--daemon-report",
+        metavar="FILE",
+        help="write each test that started a real daemon, with how many times, to FILE",
+    )
+
+
+def _daemon_starts(root: Path) -> int:
+    return sum(
+        log.read_text(errors="replace").count("daemon ready")
+        for log in root.rglob("*daemon.log")
+        if log.is_file()
+    )
+
+
+@pytest.fixture(autouse=True)
+def _count_daemons(request: pytest.FixtureRequest) -> Iterator[None]:
+    # Asked for before the test (not after it): then tmp_path is torn down after this.
+    root: Path | None = None
+    if "tmp_path" in request.fixturenames:
+        root = request.getfixturevalue("tmp_path")
+    yield
+    if root is not None:
+        with contextlib.suppress(OSError):  # a test's mount may be gone
+            if n := _daemon_starts(root):
+                request.node.user_properties.append((_DAEMON_STARTS, n))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    counts: dict[str, int] = {}
+    for reports in terminalreporter.stats.values():
+        for r in reports:
+            if getattr(r, "when", None) != "teardown":
+                continue
+            for key, n in r.user_properties:
+                if key == _DAEMON_STARTS:
+                    counts[r.nodeid] = n
+    if not counts:
+        return
+    total = sum(counts.values())
+    terminalreporter.write_line(
+        f"{len(counts)} tests started a real daemon ({total} starts); "
+        "--daemon-report=FILE lists them"
+    )
+    if out := config.getoption("--daemon-report"):
+        lines = [f"{n}\t{nodeid}" for nodeid, n in sorted(counts.items())]
+        Path(out).write_text(
+            f"# {len(counts)} tests start a real daemon, {total} starts (starts, tab, test)\n"
+            + "\n".join(lines)
+            + "\n"
+        )

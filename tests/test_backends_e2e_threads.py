@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import Daemon, Env, wait_until
+from conftest import Daemon, Env
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -32,12 +32,7 @@ def show(env: Env, tid: str) -> dict[str, Any]:
 
 
 def settled(env: Env, tid: str, status: str) -> dict[str, Any]:
-    def check() -> dict[str, Any] | None:
-        t = show(env, tid)
-        return t if t["status"] == status else None
-
-    result: dict[str, Any] = wait_until(check, 30, f"thread {tid} {status}")
-    return result
+    return env.wait_thread(tid, [status])
 
 
 def test_ask_detached_completes_and_shows(

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Daemon, Env, wait_until
+from conftest import Daemon, Env, wait_for, wait_until
 from modelserver import ModelServer
 from test_threads_e2e import hook_file, results, run_hooked, settled
 
@@ -78,19 +78,18 @@ def test_random_daemon_kills_lose_and_repeat_nothing(env: Env, daemon: Daemon) -
         )
         pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
         codes[pid] = code
-    for _ in range(4):
+    for _ in range(4):  # the kills land at random points (the chaos, not a wait)
         time.sleep(rng.uniform(0.1, 0.5))
         daemon.kill(signal.SIGKILL)
         time.sleep(rng.uniform(0.0, 0.3))
         daemon.start()
-    for pid in codes:
-        env.wait_state(pid, "exited", timeout=30)
-
-    def all_fired() -> list[dict[str, object]] | None:
-        fires = env.fires()
-        return fires if len(fires) == PROCS * (LINES + 1) else None
-
-    fires = wait_until(all_fired, 30, f"every fire (seed {seed})")
+    wait_for(
+        lambda: sorted((p.id, p.state) for p in env.seen_processes()),
+        lambda seen: all(state == "exited" for _, state in seen),
+        what=f"all {PROCS} processes exited (seed {seed})",
+    )
+    fires = env.wait_fires(PROCS * (LINES + 1), what=f"every fire (seed {seed})")
+    assert len(fires) == PROCS * (LINES + 1), f"seed {seed}"
     by = Counter((f["process_id"], f["hook"], f["detail"]) for f in fires)
     assert max(by.values()) == 1, f"a fire was repeated (seed {seed})"
     ends = {f["process_id"]: f["exit_code"] for f in fires if f["hook"] == "end"}
@@ -100,57 +99,70 @@ def test_random_daemon_kills_lose_and_repeat_nothing(env: Env, daemon: Daemon) -
         assert marks == [f"MARK {pid - 1} {n}" for n in range(LINES)], f"seed {seed}"
 
 
-def test_twenty_concurrent_runs_and_two_daemons_at_once(env: Env) -> None:
+def test_twenty_concurrent_runs_and_two_daemons_at_once(env: Env, tmp_path: Path) -> None:
     env.home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    starts = [
-        subprocess.Popen(
-            [sys.executable, "-m", "supervisor", "daemon"],
-            env=env.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    try:
-        refused = wait_until(lambda: [p for p in starts if p.poll() is not None], 15, "a refusal")
-        assert len(refused) == 1 and refused[0].returncode == 1
-        assert "already" in (refused[0].stdout.read() if refused[0].stdout else "")
-        outs: list[subprocess.CompletedProcess[str]] = []
-
-        def run(i: int) -> None:
-            outs.append(
-                env.cli(
-                    "run",
-                    "-d",
-                    "--json",
-                    "--name",
-                    f"p{i}",
-                    "--",
-                    sys.executable,
-                    "-c",
-                    f"print({i})",
+    logs = [tmp_path / f"{n}-daemon.log" for n in ("first", "second")]
+    starts = []
+    for log in logs:
+        with open(log, "wb") as out:
+            starts.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "supervisor", "daemon"],
+                    env=env.env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
                 )
             )
+    try:
+        refused = wait_for(
+            lambda: [
+                (p.returncode, log.read_text())
+                for p, log in zip(starts, logs, strict=True)
+                if p.poll() is not None
+            ],
+            bool,
+            what="one of two daemons started together to refuse",
+        )
+        assert len(refused) == 1 and refused[0][0] == 1, refused
+        assert "already runs" in refused[0][1] and "Traceback" not in refused[0][1], refused
+        # Each run's outcome, or what went wrong calling it (a timeout): a thread's exception
+        # must reach the assertion, not vanish with the thread.
+        outs: dict[int, subprocess.CompletedProcess[str] | BaseException] = {}
+
+        def run(i: int) -> None:
+            try:
+                outs[i] = env.cli(
+                    "run", "-d", "--json", "--name", f"p{i}", "--", sys.executable, "-c",
+                    f"print({i})", timeout=90,
+                )  # fmt: skip
+            except BaseException as e:
+                outs[i] = e
 
         workers = [threading.Thread(target=run, args=(i,)) for i in range(20)]
         for w in workers:
             w.start()
         for w in workers:
-            w.join(60)
-        assert [o.returncode for o in outs] == [0] * 20, [o.stderr for o in outs if o.returncode]
-        ids = sorted(json.loads(o.stdout)["id"] for o in outs)
+            w.join(120)
+        bad = {
+            i: o if isinstance(o, BaseException) else (o.returncode, o.stderr)
+            for i, o in sorted(outs.items())
+            if isinstance(o, BaseException) or o.returncode != 0
+        }
+        assert len(outs) == 20 and not bad, f"{20 - len(outs)} runs never returned; failed: {bad}"
+        done = [o for o in outs.values() if not isinstance(o, BaseException)]
+        ids = sorted(json.loads(o.stdout)["id"] for o in done)
         assert ids == list(range(1, 21))
-        for pid in ids:
-            env.wait_state(pid, "exited", timeout=30)
-        assert all("database is locked" not in o.stderr for o in outs)
+        wait_for(
+            lambda: sorted((p.id, p.state) for p in env.seen_processes()),
+            lambda seen: [state for _, state in seen] == ["exited"] * 20,
+            what="all 20 processes exited",
+        )
+        assert all("database is locked" not in o.stderr for o in done)
     finally:
         for p in starts:
             if p.poll() is None:
                 p.kill()
             p.wait(10)
-            if p.stdout:
-                p.stdout.close()
 
 
 @pytest.fixture
@@ -178,11 +190,11 @@ def test_daemon_killed_during_a_model_call_resumes_once(
     env.extra["OPENAI_BASE_URL"] = f"{server.url}/v1"
     d = start_daemon()
     run_hooked(env, hook_file(env, {"model": "openai:m", "permissions": {"allow": ["Bash"]}}))
-    wait_until(lambda: len(server.requests) == 1, 15, "the first model call")
+    wait_until(lambda: len(server.requests) == 1, what="the first model call")
     d.kill(signal.SIGKILL)
     gate.set()
     start_daemon()
-    t = settled(env, "t1", timeout=30)
+    t = settled(env, "t1")
     assert t["status"] == "completed", t
     # The reply that never arrived is asked for again (the server hands out its next turn);
     # nothing the lost reply asked for ran, and each call that ran, ran once.
@@ -209,10 +221,10 @@ def test_daemon_killed_during_a_hook_runs_the_tool_once(env: Env, daemon: Daemon
         {"model": f"scripted:{turns}", "permissions": {"allow": ["Bash"]}, "hooks": shell},
     )
     run_hooked(env, hooks)
-    wait_until(lambda: (env.work / "hook").exists(), 15, "the hook running")
+    wait_until((env.work / "hook").exists, what="the hook running")
     daemon.kill(signal.SIGKILL)
     daemon.start()
-    t = settled(env, "t1", timeout=30)
+    t = settled(env, "t1")
     assert t["status"] == "completed", t
     assert (env.work / "tool").read_text() == "t\n"  # the tool ran exactly once
     assert (env.work / "hook").read_text() == "h\nh\n"  # the unfinished hook ran again
@@ -267,7 +279,7 @@ def test_a_100_mb_line_without_newline_neither_blocks_nor_bloats(env: Env, daemo
     )
     pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
     env.wait_state(pid, "exited", timeout=60)
-    fires = wait_until(lambda: len(env.fires()) == 2 and env.fires(), 30, "both fires")
+    fires = env.wait_fires(2, what="both fires")
     assert sorted(f["hook"] for f in fires) == ["a", "after"]  # matched on its first 64 KiB
     long_fire = next(f for f in fires if f["hook"] == "a")
     assert len(long_fire["detail"]) <= 70_000
@@ -276,13 +288,16 @@ def test_a_100_mb_line_without_newline_neither_blocks_nor_bloats(env: Env, daemo
     assert rss < 200 << 20, f"daemon RSS {rss >> 20} MiB after a 100 MB line"
 
 
-def test_a_full_disk_loses_no_fire_and_recovers(env: Env, daemon: Daemon) -> None:
+def test_a_full_disk_loses_no_fire_and_recovers(
+    env: Env, start_daemon: Callable[..., Daemon]
+) -> None:
     # The daemon's writes fail as on a full disk (RLIMIT_FSIZE: EFBIG, SIGXFSZ ignored by
     # Python), then space "returns": every fire is committed once, in order.
     import resource
 
     import psutil
 
+    daemon = start_daemon(log_through_pipe=True)  # it can say that a commit failed
     hooks = _mark_hooks(env, "disk.json", max_spawns=10)
 
     script = (
@@ -291,29 +306,31 @@ def test_a_full_disk_loses_no_fire_and_recovers(env: Env, daemon: Daemon) -> Non
         "while not os.path.exists('go2'): time.sleep(0.02)\nprint('MARK 3', flush=True)\n"
     )
     pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
-    wait_until(lambda: len(env.fires()) == 1, 15, "the first fire")
+    env.wait_fires(1, what="the first fire")
     assert daemon.proc is not None
     proc = psutil.Process(daemon.proc.pid)
     proc.rlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))  # the disk is full
     try:
         (env.work / "go1").touch()
-        time.sleep(1.0)  # the daemon tries, and fails, to commit MARK 2
+        daemon.wait_log("retrying in")  # it tried, and failed, to commit MARK 2
         assert daemon.proc.poll() is None, "the daemon died on a full disk"
-        assert len(env.fires()) == 1
+        assert [f.detail for f in env.seen_fires()] == ["MARK 1"]
     finally:
         proc.rlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
     # Space is back: the daemon retries by itself (no new output needed), from the saved offset.
-    wait_until(lambda: len(env.fires()) == 2, 10, "MARK 2 committed after the disk freed up")
+    env.wait_fires(2, what="MARK 2 committed after the disk freed up")
     # It says what happened (the report made while the disk was full could not be written).
     log = daemon.log.read_text()
     assert "saved again (failing since" in log and "free space" in log, log
     (env.work / "go2").touch()
-    env.wait_state(pid, "exited", timeout=15)
-    fires = wait_until(lambda: len(env.fires()) >= 3 and env.fires(), 15, "all fires")
+    env.wait_state(pid, "exited")
+    fires = env.wait_fires(3, what="all fires")
     assert [f["detail"] for f in fires] == ["MARK 1", "MARK 2", "MARK 3"]
 
 
-def test_a_full_disk_during_a_thread_resumes_it_once(env: Env, daemon: Daemon) -> None:
+def test_a_full_disk_during_a_thread_resumes_it_once(
+    env: Env, start_daemon: Callable[..., Daemon]
+) -> None:
     # The thread's tool is running when the disk fills: its result cannot be saved. The run
     # must neither die silently (left `running`) nor re-run the tool; once space returns the
     # thread resumes from its saved entries, with no restart, and completes.
@@ -321,6 +338,7 @@ def test_a_full_disk_during_a_thread_resumes_it_once(env: Env, daemon: Daemon) -
 
     import psutil
 
+    daemon = start_daemon(log_through_pipe=True)  # it can say that a save failed
     script = "echo t >> tool; while [ ! -e go ]; do sleep 0.02; done; echo ok"
     turns = env.write(
         "turns.yaml",
@@ -335,17 +353,17 @@ def test_a_full_disk_during_a_thread_resumes_it_once(env: Env, daemon: Daemon) -
     )
     hooks = hook_file(env, {"model": f"scripted:{turns}", "permissions": {"allow": ["Bash"]}})
     run_hooked(env, hooks)
-    wait_until(lambda: (env.work / "tool").exists(), 15, "the tool running")
+    wait_until((env.work / "tool").exists, what="the tool running")
     assert daemon.proc is not None
     proc = psutil.Process(daemon.proc.pid)
     proc.rlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))  # the disk is full
     try:
         (env.work / "go").touch()
-        time.sleep(1.0)  # the tool ends; saving its result fails (the log cannot grow either)
+        daemon.wait_log("resuming in")  # the tool ended; saving its result failed
         assert daemon.proc.poll() is None, "the daemon died on a full disk"
     finally:
         proc.rlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-    t = settled(env, "t1", timeout=20)
+    t = settled(env, "t1")
     assert t["status"] == "completed", t
     assert (env.work / "tool").read_text() == "t\n"  # never re-run
     assert any("resumed from the saved transcript" in str(e) for e in t["entries"]), t
@@ -390,7 +408,7 @@ def test_hostile_output_and_file_names_reach_hooks_and_tools_only_as_data(
         "import sys; sys.stdout.write('ALERT $(touch pwned4) `touch pwned5` \\'q\\\" \\0 end\\n')"
     )
     run_hooked(env, hooks, code)
-    t = settled(env, "t1", timeout=20)
+    t = settled(env, "t1")
     assert t["status"] == "completed", t
     assert not list(env.work.rglob("pwned*")), "a value was executed"
     prompt = (env.work / "seen_prompt").read_text()
@@ -411,19 +429,22 @@ def test_ps_while_the_daemon_writes_heavily(env: Env, daemon: Daemon) -> None:
         "    print('MARK', i, flush=True)\n    i % 50 or time.sleep(0.01)\n"
     )
     pid = env.run_d(sys.executable, "-c", code, hooks=hooks)["id"]
-    wait_until(lambda: env.fires(), 10, "the first fire")
+    env.wait_fires(1, what="the first fire")
     took = []
+    # A `ps` that waited for the writer's lock would fail within a second (the lock timeout
+    # it is given), saying "locked"; how fast it answers depends on the machine's load.
+    env.extra["SUPERVISE_DB_TIMEOUT"] = "1"
     for _ in range(12):
         t0 = time.monotonic()
         r = env.cli("ps", "--json")
         took.append(time.monotonic() - t0)
         assert r.returncode == 0 and "locked" not in r.stderr, r.stderr
         assert json.loads(r.stdout)["processes"][0]["id"] == pid
+    del env.extra["SUPERVISE_DB_TIMEOUT"]
     env.wait_state(pid, "exited", timeout=60)
-    wait_until(lambda: len(env.fires()) == 2000, 60, "all 2,000 fires")
+    assert len(env.wait_fires(2000, timeout=60, what="all 2,000 fires")) == 2000
     median = sorted(took)[len(took) // 2]
     print(f"ps under load: median {median * 1000:.0f} ms, max {max(took) * 1000:.0f} ms")
-    assert max(took) < 10, took
 
 
 def test_ps_and_fires_mask_credentials(env: Env, daemon: Daemon) -> None:
@@ -439,7 +460,7 @@ def test_ps_and_fires_mask_credentials(env: Env, daemon: Daemon) -> None:
         sys.executable, "-c", f"print('token={secret}')", "--auth", secret, hooks=hooks
     )["id"]
     env.wait_state(pid, "exited")
-    wait_until(lambda: env.fires(), 10, "the fire")
+    env.wait_fires(1, what="the fire")
     for out in (env.cli("ps").stdout, env.cli("fires").stdout):  # tables clip long cells
         assert secret not in out
     out = env.cli("ps", "--json").stdout

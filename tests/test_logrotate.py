@@ -19,8 +19,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import Daemon, Env, wait_until
+from conftest import Daemon, Env, wait_for, wait_until
 
+from state.fires import FireRecord
 from supervisor.tailing import LogReader, TailPos
 
 LINES = 1500
@@ -55,6 +56,15 @@ def _rotate(conf: Path, state: Path) -> None:
     subprocess.run([LOGROTATE, "-f", "-s", str(state), str(conf)], check=True, timeout=30)
 
 
+def _wait_output(env: Env, pid: int, text: str) -> None:
+    log = env.home / "runs" / str(pid) / "output.log"
+    wait_for(
+        lambda: log.read_text() if log.exists() else "",
+        lambda out: text in out,
+        what=f"{text!r} in {log}",
+    )
+
+
 def _writer(pause: float) -> str:
     # Bursts with pauses: the daemon finds the file idle between them and waits for the next
     # write, which is when a watch on output.log's path missed the renamed file.
@@ -70,16 +80,14 @@ def _writer(pause: float) -> str:
 def _check_every_mark_fired_once(env: Env, pid: int) -> None:
     env.wait_state(pid, "exited", timeout=60)
 
-    def all_fired() -> list[dict[str, object]] | None:
-        fires = [f for f in env.fires() if f["process_id"] == pid]
-        return fires if len(fires) >= LINES else None
+    def missing(fires: list[FireRecord]) -> str:
+        got = {f.detail for f in fires}
+        lost = [n for n in range(LINES) if f"MARK {n}" not in got]
+        return f"{len(lost)} of {LINES} marks not fired; the first: {lost[:5]}"
 
-    try:
-        fires = wait_until(all_fired, 30, f"{LINES} fires")
-    finally:
-        got = Counter(str(f["detail"]) for f in env.fires())
-        missing = [n for n in range(LINES) if f"MARK {n}" not in got]
-        print(f"{len(missing)} of {LINES} marks never fired; first: {missing[:5]}")
+    seen = wait_for(env.seen_fires, lambda fires: len(fires) >= LINES, what=f"{LINES} fires")
+    assert len(seen) == LINES, missing(seen)
+    fires = env.fires()
     by = Counter(str(f["detail"]) for f in fires)
     assert sorted(by) == sorted(f"MARK {n}" for n in range(LINES))
     assert max(by.values()) == 1, [d for d, c in by.items() if c > 1][:5]
@@ -89,10 +97,10 @@ def test_logrotate_create_mode_loses_no_fire(env: Env, daemon: Daemon) -> None:
     pid = env.run_d(sys.executable, "-u", "-c", _writer(0.1), hooks=_hooks(env))["id"]
     conf, state = _logrotate_conf(env, pid)
     rotations = 0
-    while env.process(pid)["state"] == "running" and rotations < 60:
+    while env.seen_processes()[0].state == "running" and rotations < 60:
         _rotate(conf, state)
         rotations += 1
-        time.sleep(0.1)
+        time.sleep(0.1)  # the scenario: logrotate runs every 0.1 s (a cron job, sped up)
     assert rotations >= 3, "the writer ended before logrotate could rotate its log"
     # Rotated past `rotate 3`: the child's first file was deleted, still written, still read.
     _check_every_mark_fired_once(env, pid)
@@ -105,7 +113,7 @@ def test_logrotate_with_daemon_sigkills_loses_and_repeats_nothing(env: Env, daem
     # Generations enough that the child's file outlives the run: had logrotate deleted it
     # after the process ended and while no daemon ran, its unread lines would be gone.
     conf, state = _logrotate_conf(env, pid, keep=20)
-    for round in range(4):
+    for round in range(4):  # rotations and kills at random points (the chaos, not a wait)
         time.sleep(rng.uniform(0.1, 0.4))
         _rotate(conf, state)
         time.sleep(rng.uniform(0.0, 0.3))
@@ -126,14 +134,14 @@ def test_both_files_are_read_after_a_rotation(env: Env, daemon: Daemon) -> None:
     )
     pid = env.run_d(sys.executable, "-c", script, hooks=_hooks(env))["id"]
     conf, state = _logrotate_conf(env, pid)
-    wait_until(lambda: "noise" in env.cli("logs", str(pid)).stdout, 15, "output")
+    _wait_output(env, pid, "noise")
     _rotate(conf, state)
     # Another writer (not the child) appends to the output.log logrotate created.
     with open(env.home / "runs" / str(pid) / "output.log", "r+") as f:
         f.write("MARK other\n")
     flag.touch()
-    env.wait_state(pid, "exited", timeout=30)
-    fires = wait_until(lambda: len(env.fires()) >= 2 and env.fires(), 15, "both fires")
+    env.wait_state(pid, "exited")
+    fires = env.wait_fires(2, what="both fires")
     assert sorted(f["detail"] for f in fires) == ["MARK end", "MARK other"]
     # `logs` shows the child's own output, from the file it wrote to (renamed now).
     logs = env.cli("logs", str(pid), check=True).stdout
@@ -157,9 +165,8 @@ def test_attached_run_and_logs_f_show_the_lines_after_a_rotation(env: Env, daemo
         env=env.env,
         cwd=env.work,
     )
-    wait_until(lambda: env.ps()["processes"], 15, "the process")
-    pid = env.ps()["processes"][0]["id"]
-    wait_until(lambda: "before" in env.cli("logs", str(pid)).stdout, 15, "output")
+    pid = wait_until(env.seen_processes, what="the process recorded")[0].id
+    _wait_output(env, pid, "before")
     follow = subprocess.Popen(
         [sys.executable, "-m", "supervisor", "logs", str(pid), "-f"],
         stdout=subprocess.PIPE,
@@ -167,23 +174,24 @@ def test_attached_run_and_logs_f_show_the_lines_after_a_rotation(env: Env, daemo
         env=env.env,
         cwd=env.work,
     )
-    time.sleep(0.5)  # `logs -f` holds the file before the rotation
+    # `logs -f` holds the file before the rotation: it has printed what was there.
+    assert follow.stdout is not None and follow.stdout.readline() == "before\n"
     _rotate(*_logrotate_conf(env, pid))
     flag.touch()
     out, _ = attached.communicate(timeout=60)
     followed, _ = follow.communicate(timeout=60)
     want = "before\nafter 0\nafter 1\nafter 2\n"
-    assert out == want and followed == want
+    assert out == want and "before\n" + followed == want
 
 
 def test_the_new_output_log_is_read_while_the_process_runs(env: Env, daemon: Daemon) -> None:
     script = "import time\nwhile True:\n    print('noise', flush=True)\n    time.sleep(0.1)\n"
     pid = env.run_d(sys.executable, "-c", script, hooks=_hooks(env))["id"]
-    wait_until(lambda: "noise" in env.cli("logs", str(pid)).stdout, 15, "output")
+    _wait_output(env, pid, "noise")
     _rotate(*_logrotate_conf(env, pid))
     with open(env.home / "runs" / str(pid) / "output.log", "a") as f:
         f.write("MARK other\n")
-    fires = wait_until(env.fires, 15, "the fire from the new output.log")
+    fires = env.wait_fires(1, what="the fire from the new output.log")
     assert [f["detail"] for f in fires] == ["MARK other"]
     assert env.process(pid)["state"] == "running"
     env.cli("stop", str(pid), check=True)

@@ -8,7 +8,6 @@ import os
 import shutil
 import signal
 import sys
-import time
 from pathlib import Path
 
 from conftest import Daemon, Env, match_hook, wait_until
@@ -23,17 +22,18 @@ def _hooks(env: Env) -> Path:
 
 def _child(env: Env, pid: int) -> int:
     run = env.home / "runs" / str(pid)
-    return int(wait_until(lambda: (run / "child.pid").exists() and (run / "child.pid").read_text()))
+    path = run / "child.pid"
+    return int(wait_until(lambda: path.exists() and path.read_text(), what=f"{path} written"))
 
 
 def test_deleted_run_dir_makes_the_process_lost_with_the_reason(env: Env, daemon: Daemon) -> None:
     pid = env.run_d(sys.executable, "-c", SCRIPT, hooks=_hooks(env))["id"]
     child = _child(env, pid)
     # The daemon has read the process (its hooks are known) once the first line fired.
-    wait_until(lambda: any(f["hook"] == "ready" for f in env.fires()), 15, "the ready fire")
+    env.wait_fires(1, what="the ready fire")
     shutil.rmtree(env.home / "runs" / str(pid))
 
-    p = env.wait_state(pid, "lost", timeout=10)
+    p = env.wait_state(pid, "lost")
     assert (p["result"], p["reason"], p["exit_code"]) == ("lost", "run dir deleted", None)
     assert "lost (run dir deleted)" in daemon.log.read_text()
     assert f"pid {child} still runs" in daemon.log.read_text()
@@ -49,21 +49,20 @@ def test_deleted_run_dir_makes_the_process_lost_with_the_reason(env: Env, daemon
 def test_run_dir_deleted_while_the_daemon_is_down(env: Env, daemon: Daemon) -> None:
     pid = env.run_d(sys.executable, "-c", SCRIPT, hooks=_hooks(env))["id"]
     _child(env, pid)
-    wait_until(lambda: env.fires(), 15, "the ready fire")
+    env.wait_fires(1, what="the ready fire")
     daemon.kill(signal.SIGKILL)
     shutil.rmtree(env.home / "runs" / str(pid))
     daemon.start()
 
-    p = env.wait_state(pid, "lost", timeout=10)
+    p = env.wait_state(pid, "lost")
     assert (p["result"], p["reason"]) == ("lost", "run dir deleted")
     # Its hooks are the launch record in the DB, not spec.json: on_exit for any code fires
     # once, as for any lost process, though the run dir is gone.
-    wait_until(lambda: len(env.fires()) == 2, 10, "the on_exit fire")
-    assert sorted(f["hook"] for f in env.fires()) == ["end", "ready"]
+    fires = env.wait_fires(2, what="the on_exit fire")
+    assert sorted(f["hook"] for f in fires) == ["end", "ready"]
     assert "run dir deleted" in daemon.log.read_text()
     # And it stays settled across another restart: nothing fires again.
     daemon.kill(signal.SIGKILL)
-    daemon.start()
+    daemon.start()  # ready: recovery has run, and would have fired again
     assert env.process(pid)["state"] == "lost"
-    time.sleep(1)
     assert len(env.fires()) == 2

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import email
+import fcntl
 import os
 import re
 import shutil
@@ -72,18 +73,32 @@ def copy_checkout(dest: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
-    tree = copy_checkout(tmp_path_factory.mktemp("checkout"))
-    out = tmp_path_factory.mktemp("dist")
+    # Built once per run, also under pytest-xdist: a worker's session is its own, so the first
+    # to ask builds in the run's shared temp dir while the others wait on the lock (a build
+    # is seconds of CPU).
+    shared = tmp_path_factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        shared = shared.parent
+    with open(shared / "wheel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        out = shared / "dist"
+        if not out.is_dir():
+            _build(tmp_path_factory.mktemp("checkout"), shared / "dist.tmp")
+            (shared / "dist.tmp").rename(out)
+    (wheel,) = out.glob("*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        return Built(wheel, frozenset(z.namelist()))
+
+
+def _build(tree: Path, out: Path) -> None:
+    copy_checkout(tree)
     proc = subprocess.run(
         [sys.executable, "-m", "build", "--outdir", str(out), str(tree)],
         capture_output=True,
         text=True,
-        timeout=50,
+        timeout=100,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (wheel,) = out.glob("*.whl")
-    with zipfile.ZipFile(wheel) as z:
-        return Built(wheel, frozenset(z.namelist()))
 
 
 # -- the wheel's files ------------------------------------------------------------------------

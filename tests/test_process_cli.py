@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Daemon, Env, wait_until
+from conftest import Daemon, Env, wait_for, wait_until
 
 
 def test_run_attached_shows_output_and_exits_with_child_code(env: Env) -> None:
@@ -94,24 +94,19 @@ def test_bad_usage_is_exit_2(env: Env) -> None:
     assert r.returncode == 2 and "no process 999" in r.stderr
 
 
-def test_process_survives_daemon_sigkill_and_cli_exit(env: Env, daemon: Daemon) -> None:
-    marker = env.work / "done"
-    script = (
-        f"import time; time.sleep(1.0); open({str(marker)!r}, 'w').write('x'); print('finished')"
+def _output(env: Env, pid: int, text: str) -> str:
+    """Until the process's output.log holds `text`; the output."""
+    log = env.home / "runs" / str(pid) / "output.log"
+    return wait_for(
+        lambda: log.read_text() if log.exists() else "",
+        lambda out: text in out,
+        what=f"{text!r} in {log}",
     )
-    pid = env.run_d(sys.executable, "-c", script)["id"]
-    daemon.kill(signal.SIGKILL)
-    wait_until(marker.exists, 10, "child to finish without a daemon")
-    wait_until(lambda: (env.home / "runs" / str(pid) / "exit.json").exists(), 5, "exit.json")
-    daemon.start()
-    p = env.wait_state(pid, "exited")
-    assert p["exit_code"] == 0 and p["result"] == "success"
-    assert env.cli("logs", str(pid)).stdout == "finished\n"
 
 
 def _child_pid(env: Env, pid: int) -> int:
     path = env.home / "runs" / str(pid) / "child.pid"
-    return int(wait_until(lambda: path.exists() and path.read_text().strip(), 5, "child.pid"))
+    return int(wait_until(lambda: path.exists() and path.read_text().strip(), what=str(path)))
 
 
 def test_stop_sends_term_to_the_whole_group(env: Env, daemon: Daemon) -> None:
@@ -122,12 +117,12 @@ def test_stop_sends_term_to_the_whole_group(env: Env, daemon: Daemon) -> None:
         "print(g.pid, flush=True)\ntime.sleep(60)\n"
     )
     pid = env.run_d(sys.executable, "-c", script)["id"]
-    grand = int(wait_until(lambda: env.cli("logs", str(pid)).stdout.strip(), 10, "grandchild pid"))
+    grand = int(_output(env, pid, "\n").strip())
     r = env.cli("stop", str(pid), "--grace", "5", check=True)
     assert "killed by SIGTERM" in r.stdout
     p = env.wait_state(pid, "exited")
     assert p["signal"] == "SIGTERM" and p["result"] == "signal" and p["exit_code"] == 143
-    wait_until(lambda: not _alive(grand), 5, "grandchild gone")
+    wait_until(lambda: not _alive(grand), what=f"grandchild {grand} gone")
 
 
 def _alive(pid: int) -> bool:
@@ -146,7 +141,7 @@ def test_stop_int_reaches_python_as_keyboardinterrupt(env: Env, daemon: Daemon) 
         "    raise SystemExit(7)\n"
     )
     pid = env.run_d(sys.executable, "-c", script)["id"]
-    wait_until(lambda: "ready" in env.cli("logs", str(pid)).stdout, 10, "child ready")
+    _output(env, pid, "ready")
     env.cli("stop", str(pid), "--signal", "INT", "--grace", "5", check=True)
     p = env.wait_state(pid, "exited")
     assert p["exit_code"] == 7
@@ -159,10 +154,10 @@ def test_stop_escalates_to_kill_after_grace(env: Env, daemon: Daemon) -> None:
         "print('ready', flush=True)\ntime.sleep(60)\n"
     )
     pid = env.run_d(sys.executable, "-c", script)["id"]
-    wait_until(lambda: "ready" in env.cli("logs", str(pid)).stdout, 10, "child ready")
+    _output(env, pid, "ready")
     start = time.monotonic()
     r = env.cli("stop", str(pid), "--grace", "0.5", check=True)
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 30  # killed after its grace, not after its 60 s sleep
     assert "SIGKILL" in r.stderr and "killed by SIGKILL" in r.stdout
     assert env.wait_state(pid, "exited")["signal"] == "SIGKILL"
     r = env.cli("stop", str(pid))
@@ -191,14 +186,9 @@ def test_stop_refuses_a_reused_pid(env: Env, daemon: Daemon) -> None:
     assert _alive(_child_pid(env, pid))
 
 
-def test_second_daemon_refuses(env: Env, daemon: Daemon) -> None:
-    r = env.cli("daemon", timeout=20)
-    assert r.returncode == 1
-    assert "already runs" in r.stderr and "Traceback" not in r.stderr
-
-
 def test_state_dir_is_private(env: Env) -> None:
-    env.cli("run", "--", "true", check=True)
+    env.extra["SUPERVISE_AUTOSTART"] = "0"  # the state dir is made by the CLI: no daemon needed
+    env.cli("run", "-d", "--", "true", check=True)
     assert (env.home.stat().st_mode & 0o777) == 0o700
     assert ((env.home / "state.db").stat().st_mode & 0o777) == 0o600
 
@@ -214,7 +204,8 @@ def test_corrupt_state_db_names_the_file(env: Env) -> None:
 def test_locked_state_db_is_a_clear_error(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     import sqlite3
 
-    env.cli("run", "--", "true", check=True)
+    env.extra["SUPERVISE_AUTOSTART"] = "0"  # a database is all it needs: no daemon
+    env.cli("run", "-d", "--", "true", check=True)
     monkeypatch.setenv("SUPERVISE_DB_TIMEOUT", "0.5")
     holder = sqlite3.connect(env.home / "state.db", isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")  # another program holds the write lock
@@ -247,7 +238,7 @@ def test_ctrl_c_detaches_and_leaves_the_process_running(env: Env, daemon: Daemon
     )
     assert cli.stdout is not None and cli.stdout.readline() == "up\n"
     os.killpg(cli.pid, signal.SIGINT)  # Ctrl-C reaches the terminal's foreground group
-    _out, err = cli.communicate(timeout=10)
+    _out, err = cli.communicate(timeout=30)
     assert cli.returncode == 130 and "detached; process 1 keeps running" in err
     assert env.process(1)["state"] == "running"
     assert _alive(_child_pid(env, 1))
@@ -259,10 +250,11 @@ def test_process_survives_its_terminal_closing(env: Env, daemon: Daemon) -> None
     )
     assert cli.stdout is not None and cli.stdout.readline() == "up\n"
     os.killpg(cli.pid, signal.SIGHUP)  # what closing the terminal sends its session
-    cli.communicate(timeout=10)
-    time.sleep(0.3)
+    cli.communicate(timeout=30)
     assert env.process(1)["state"] == "running"
-    assert _alive(_child_pid(env, 1))
+    child = _child_pid(env, 1)
+    assert _alive(child)
+    assert os.getsid(child) != cli.pid  # not in the terminal's session: no hangup reaches it
 
 
 def test_binary_and_invalid_utf8_output(env: Env, daemon: Daemon) -> None:
@@ -290,7 +282,8 @@ def test_daemon_sigterm_stops_it_and_leaves_processes_running(env: Env, daemon: 
 def test_newer_schema_is_refused_with_a_clear_error(env: Env) -> None:
     import sqlite3
 
-    env.cli("run", "--", "true", check=True)
+    env.extra["SUPERVISE_AUTOSTART"] = "0"  # a database is all it needs: no daemon
+    env.cli("run", "-d", "--", "true", check=True)
     with sqlite3.connect(env.home / "state.db") as db:
         db.execute("update meta set value = '99' where key = 'schema_version'")
     r = env.cli("run", "-d", "--", "true")

@@ -230,9 +230,9 @@ def test_forgeries_reach_the_model_only_fenced_in_a_user_message(
     lines = ["starting", *FORGERIES, MATCHED]
     env.write("job.py", f"print({json.dumps(chr(10).join(lines))})")
     env.run_d(sys.executable, "job.py", hooks=hooks)
-    assert settled(env, "t1", timeout=30)["status"] == "failed"
+    assert settled(env, "t1")["status"] == "failed"
     env.cli("thread", "retry", "t1", check=True)
-    t = settled(env, "t1", "completed", timeout=30)
+    t = settled(env, "t1", "completed")
     assert results(t)[0]["status"] == "ok"
     first, replay, last = server.requests
 

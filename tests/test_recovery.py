@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Daemon, Env, match_hook, wait_until
+from conftest import Daemon, Env, wait_until
 
 
 def _hooks(env: Env, hooks: list[dict[str, Any]], **top: Any) -> Path:
@@ -28,6 +28,11 @@ def _t(iso: str) -> float:
     return datetime.fromisoformat(iso).timestamp()
 
 
+def _child_pid(run: Path) -> int:
+    path = run / "child.pid"
+    return int(wait_until(lambda: path.exists() and path.read_text(), what=f"{path} written"))
+
+
 def test_exit_while_daemon_down_fires_on_restart_with_real_code(env: Env, daemon: Daemon) -> None:
     hooks = _hooks(
         env,
@@ -39,12 +44,14 @@ def test_exit_while_daemon_down_fires_on_restart_with_real_code(env: Env, daemon
     script = "import time, sys\ntime.sleep(0.8)\nprint('marker')\nsys.exit(4)"
     pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
     daemon.kill(signal.SIGKILL)
-    wait_until(_exit_file(env, pid).exists, 10, "exit.json")
-    time.sleep(1.0)  # the marker is read a second after the exit
+    wait_until(_exit_file(env, pid).exists, what="exit.json")
+    time.sleep(1.0)  # the scenario, not a wait: the marker is read a second after the exit
     restarted = time.time()
     daemon.start()
     p = env.wait_state(pid, "exited")
-    assert p["exit_code"] == 4
+    assert (p["exit_code"], p["result"]) == (4, "exit-code")
+    # What it printed with no daemon running is all there.
+    assert env.cli("logs", str(pid), check=True).stdout == "marker\n"
     fires = env.fires()
     # In the order they happened: the line was printed before the exit, and its fire is
     # stamped no later than the exit although the restarted daemon read it after.
@@ -61,23 +68,6 @@ def test_exit_while_daemon_down_fires_on_restart_with_real_code(env: Env, daemon
     assert restarted <= created[0] <= created[1]
 
 
-def test_running_process_resumes_from_saved_offset_exactly_once(env: Env, daemon: Daemon) -> None:
-    hooks = _hooks(env, [match_hook("^tick", "tick", 1000)])
-    script = (
-        "import time\nfor i in range(40):\n    print(f'tick {i}', flush=True)\n    time.sleep(0.05)"
-    )
-    pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
-    for _ in range(3):  # kill the daemon at several points of the run
-        time.sleep(0.4)
-        daemon.kill(signal.SIGKILL)
-        time.sleep(0.2)
-        daemon.start()
-    env.wait_state(pid, "exited", timeout=20)
-    details = [f["detail"] for f in env.fires()]
-    assert details == [f"tick {i}" for i in range(40)]
-    assert len(env.ps()["threads"]) == 40
-
-
 def test_lost_process_fires_only_any_code_hooks(env: Env, daemon: Daemon) -> None:
     hooks = _hooks(
         env,
@@ -88,14 +78,11 @@ def test_lost_process_fires_only_any_code_hooks(env: Env, daemon: Daemon) -> Non
     )
     pid = env.run_d(sys.executable, "-c", "import time; time.sleep(60)", hooks=hooks)["id"]
     run = env.home / "runs" / str(pid)
-    child = int(
-        wait_until(lambda: (run / "child.pid").exists() and (run / "child.pid").read_text(), 5)
-    )
+    child = _child_pid(run)
     shim = int((run / "shim.pid").read_text())
     daemon.kill(signal.SIGKILL)
     os.kill(shim, signal.SIGKILL)  # the machine "reboots": shim and child die, no exit record
     os.killpg(child, signal.SIGKILL)
-    time.sleep(0.2)
     daemon.start()
     p = env.wait_state(pid, "lost")
     assert p["result"] == "lost" and p["exit_code"] is None
@@ -109,10 +96,8 @@ def test_shim_killed_while_daemon_runs_is_noticed(env: Env, daemon: Daemon) -> N
     hooks = _hooks(env, [{"name": "any", "on_exit": None, "instructions": "x"}])
     pid = env.run_d(sys.executable, "-c", "import time; time.sleep(60)", hooks=hooks)["id"]
     run = env.home / "runs" / str(pid)
-    child = int(
-        wait_until(lambda: (run / "child.pid").exists() and (run / "child.pid").read_text(), 5)
-    )
-    time.sleep(0.3)
+    child = _child_pid(run)
+    env.wait_state(pid, "running")  # the daemon knows the process before its shim dies
     os.kill(int((run / "shim.pid").read_text()), signal.SIGKILL)
     os.killpg(child, signal.SIGKILL)
     env.wait_state(pid, "lost")
@@ -135,13 +120,13 @@ def test_timeout_is_rearmed_with_the_time_left(env: Env, daemon: Daemon) -> None
     started = time.time()
     pid = env.run_d(sys.executable, "-c", "import time; time.sleep(60)", hooks=hooks)["id"]
     daemon.kill(signal.SIGKILL)
-    daemon.start()
-    assert env.fires() == []  # not fired at restart: time is left
-    wait_until(env.fires, 20, "timeout fire")
+    daemon.start()  # ready: recovery has run, and would have fired a due timeout
+    if time.time() - started < 5.0:  # a restart slower than that (a loaded machine) may fire
+        assert env.fires() == []  # not fired at restart: time is left
+    env.wait_fires(1, what="the timeout's fire")
     assert time.time() - started >= 6.0
     daemon.kill(signal.SIGKILL)
     daemon.start()
-    time.sleep(0.5)
     assert len(env.fires()) == 1  # and never again after another restart
     env.cli("stop", str(pid), "--grace", "1", check=True)
 
@@ -153,13 +138,13 @@ def test_timeout_past_its_deadline_fires_at_restart(
     daemon.kill(signal.SIGKILL)
     monkeypatch.setenv("SUPERVISE_AUTOSTART", "0")  # no daemon while the deadline passes
     pid = env.run_d(sys.executable, "-c", "import time; time.sleep(60)", hooks=hooks)["id"]
-    time.sleep(1.0)
+    started = _t(env.process(pid)["started_at"])
+    time.sleep(max(0.0, started + 1.0 - time.time()))  # the scenario: the deadline passes
     assert env.fires() == []
     restarted = time.time()
-    daemon.start()
-    (fire,) = wait_until(env.fires, 5, "timeout fire at restart")
+    daemon.start()  # ready: recovery has fired what was due
+    (fire,) = env.fires()
     # Stamped with its deadline, not with the restart that found it passed.
-    started = _t(env.process(pid)["started_at"])
     assert abs(_t(fire["at"]) - (started + 0.5)) < 0.2
     env.cli("stop", str(pid), "--grace", "1", check=True)
     created = json.loads(env.cli("thread", "show", "t1", "--json", check=True).stdout)
@@ -195,6 +180,6 @@ def test_a_launch_the_cli_never_finished_becomes_lost(env: Env, daemon: Daemon) 
     run = RunDir(env.home / "runs" / str(row.id))
     run.path.mkdir()
     run.write_spec(first_record(row))
-    p = env.wait_state(row.id, "lost", timeout=10)
+    p = env.wait_state(row.id, "lost")
     assert p["result"] == "lost"
     assert env.fires()[0]["spawned"]

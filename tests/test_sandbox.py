@@ -278,7 +278,7 @@ def test_timeout_kills_the_whole_sandboxed_tree(place: tuple[Path, Path]) -> Non
     try:
         r = bash(f"sleep {nap} & setsid sleep {nap} & sleep {nap}", home, work, timeout=1)
         assert "timed out after 1s" in r.output
-        wait_until(lambda: not sleeping(), 10, "every sleep killed")
+        wait_until(lambda: not sleeping(), what="every sleep killed")
     finally:
         for p in sleeping():  # only if the test failed: leave nothing behind
             p.kill()
@@ -393,7 +393,7 @@ def test_required_fails_the_thread_when_bwrap_cannot_run(env: Env, start_daemon:
     first, second = (r["output"] for r in results(t))
     assert first.startswith("[warning: commands run WITHOUT a sandbox") and first.endswith("one")
     assert second == "two"
-    wait_until(lambda: "WARNING commands run WITHOUT a sandbox" in d.log.read_text(), 10, "log")
+    wait_until(lambda: "WARNING commands run WITHOUT a sandbox" in d.log.read_text(), what="log")
 
 
 @needs_bwrap
@@ -445,8 +445,7 @@ def test_stop_reaches_a_sandboxed_child(env: Env, daemon: Daemon) -> None:
         lambda: any(
             (p.info["cmdline"] or [])[-1:] == [code] for p in psutil.process_iter(["cmdline"])
         ),
-        10,
-        "child started",
+        what="child started",
     )
     env.cli("stop", "2", check=True)
     p = env.wait_state(2, "exited")
@@ -518,10 +517,10 @@ def test_a_sandboxed_tool_dies_with_the_daemon(env: Env, daemon: Daemon) -> None
     )
     try:
         run_hooked(env, sandbox_hooks(env, turns, "required"))
-        wait_until(lambda: len(sleeping()) == 2, 15, "slow tool running")
+        wait_until(lambda: len(sleeping()) == 2, what="slow tool running")
         daemon.kill(signal.SIGKILL)
         # bwrap --die-with-parent: nothing of the tool runs on without the daemon.
-        wait_until(lambda: not sleeping(), 10, "the tool ended with the daemon")
+        wait_until(lambda: not sleeping(), what="the tool ended with the daemon")
         daemon.start()
         t = settled(env, "t1", "completed")
     finally:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Daemon, Env, _kill_supervised, wait_until
+from conftest import Daemon, Env, _kill_supervised, wait_for, wait_until
 
 from state.paths import StatePaths
 from state.trust import Entry, judge
@@ -53,7 +53,7 @@ def _remount(where: Path, mode: str) -> None:
         cmd = ["mount", "-o", f"remount,{mode}", str(where)]
         return subprocess.run(cmd, capture_output=True, check=False).returncode == 0
 
-    wait_until(remount, 15, f"remount {mode}")
+    wait_until(remount, what=f"remount {mode} of {where}")
 
 
 @pytest.fixture
@@ -154,7 +154,7 @@ def test_judge_decides_from_stat_alone() -> None:
 def test_a_read_only_home_is_a_clear_error(env: Env, mounts: Callable[[Path, str], None]) -> None:
     mounts(env.home, "size=16m,mode=0700")
     env.cli("run", "-d", "--", "true", check=True)  # a good database, then the mount turns ro
-    wait_until(lambda: env.process(1)["state"] == "exited", 15, "process 1 recorded")
+    env.wait_state(1, "exited")
     _kill_supervised(env.home)  # the daemon `run` started
     _remount(env.home, "ro")
     for args, extra in [
@@ -221,8 +221,16 @@ def test_a_full_disk_keeps_the_exit_code(
     os.close(fd)
     go.touch()  # the child exits 7 onto a full disk
     tmp = runs / str(pid) / "exit.json.tmp"
-    wait_until(tmp.exists, 15, "the shim's first try at exit.json")
-    time.sleep(3)  # several tries fail; the daemon must not call the process lost
+    tries: list[int] = []  # each try truncates exit.json.tmp again: a new mtime
+
+    def shim_tries() -> list[int]:
+        with contextlib.suppress(FileNotFoundError):
+            if (mtime := tmp.stat().st_mtime_ns) not in tries:
+                tries.append(mtime)
+        return tries
+
+    # Several tries fail (one a second); the daemon must not call the process lost.
+    wait_for(shim_tries, lambda t: len(t) >= 3, what=f"three tries of the shim at {tmp}")
     assert env.process(pid)["state"] == "running"
     assert not (runs / str(pid) / "exit.json").exists()
     fill.unlink()  # space again: the next try writes the record
@@ -248,7 +256,9 @@ def test_hook_file_limits_apply_as_written(env: Env, daemon: Daemon) -> None:
     script = "for i in range(12): print('go', i)"
     pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
     env.wait_state(pid, "exited")
-    threads = wait_until(lambda: len(env.ps()["threads"]) == 12 and env.ps()["threads"], 15)
+    env.wait_threads(lambda ts: len(ts) >= 12, what="12 threads")
+    threads = env.ps()["threads"]
+    assert len(threads) == 12
     # Clamped to the default 10/minute, two of the twelve would wait a minute.
     assert [t for t in threads if t["not_before"] > t["created_at"]] == []
 
@@ -315,7 +325,7 @@ def test_a_threads_process_keeps_the_parents_limits_not_the_defaults(
     row = launch(store, paths, req)
     assert row.id is not None
     env.wait_state(row.id, "exited")
-    (fire,) = wait_until(env.fires, 10, "the on_exit fire")
+    (fire,) = env.wait_fires(1, what="the on_exit fire")
     assert (fire["spawned"], fire["reason"]) == (True, None)
     assert [t["depth"] for t in env.ps()["threads"]] == [5]
     store.close()
@@ -360,7 +370,9 @@ def test_a_wall_clock_step_across_a_restart_moves_no_timeout(
         env,
         {
             "hooks": [
-                {"name": "soon", "on_timeout": {"seconds": 6}, "instructions": "x"},
+                # Due during the restart or after it, it must fire: a step back made it
+                # wait an hour more. A step forward fired `later` at recovery.
+                {"name": "soon", "on_timeout": {"seconds": 2}, "instructions": "x"},
                 {"name": "later", "on_timeout": {"seconds": 600}, "instructions": "x"},
             ]
         },
@@ -374,12 +386,10 @@ def test_a_wall_clock_step_across_a_restart_moves_no_timeout(
         "FAKETIME": step,
         "FAKETIME_DONT_FAKE_MONOTONIC": "1",
     }
-    start_daemon()
+    start_daemon()  # ready: recovery has run, and fired what it found due
     env.extra = {}
-    fired = wait_until(lambda: env.fires(), 40, "the 6 s timeout's fire")
-    assert [(f["hook"], f["process_id"]) for f in fired] == [("soon", pid)]
-    time.sleep(1)
-    assert [f["hook"] for f in env.fires()] == ["soon"]  # `later` waits its 600 s
+    fired = env.wait_fires(1, what="the 2 s timeout's fire")
+    assert [(f["hook"], f["process_id"]) for f in fired] == [("soon", pid)]  # `later` waits
 
 
 def test_a_wall_clock_step_while_the_daemon_runs_moves_no_timeout(
@@ -390,7 +400,13 @@ def test_a_wall_clock_step_while_the_daemon_runs_moves_no_timeout(
     offset = env.home.parent / "faketime"  # libfaketime reads the daemon's offset here
     offset.write_text("+0\n")
     hooks = _hooks(
-        env, {"hooks": [{"name": "soon", "on_timeout": {"seconds": 6}, "instructions": "x"}]}
+        env,
+        {
+            "hooks": [
+                {"name": "up", "on_output_match": {"pattern": "^up"}, "instructions": "x"},
+                {"name": "soon", "on_timeout": {"seconds": 6}, "instructions": "x"},
+            ]
+        },
     )
     env.extra = {
         "LD_PRELOAD": str(FAKETIME),
@@ -400,12 +416,14 @@ def test_a_wall_clock_step_while_the_daemon_runs_moves_no_timeout(
     }
     start_daemon()
     env.extra = {}
-    pid = env.run_d(sys.executable, "-c", "import time; time.sleep(120)", hooks=hooks)["id"]
-    wait_until(lambda: env.process(pid)["pid"], 10, "the process recorded")
-    time.sleep(1)  # its timeout is armed
+    code = "import time; print('up', flush=True); time.sleep(120)"
+    pid = env.run_d(sys.executable, "-c", code, hooks=hooks)["id"]
+    # The step that read `up` had armed the timeout (a process's first step arms them).
+    env.wait_fires(1, what="the `up` fire")
     offset.write_text("-1h\n")  # the wall clock steps back an hour under the running daemon
-    fired = wait_until(lambda: env.fires(), 40, "the 6 s timeout's fire")
-    assert [(f["hook"], f["process_id"]) for f in fired] == [("soon", pid)]
+    fired = env.wait_fires(2, what="the 6 s timeout's fire")
+    # (Listed by their time stamps, which follow the stepped wall clock.)
+    assert sorted((f["hook"], f["process_id"]) for f in fired) == [("soon", pid), ("up", pid)]
 
 
 def test_the_tracker_decides_a_timeout_on_the_boot_clock(tmp_path: Path) -> None:

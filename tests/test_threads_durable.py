@@ -44,7 +44,7 @@ def test_resumed_after_sigkill_completes_exactly_once(env: Env, daemon: Daemon) 
     agent = {"model": f"scripted:{turns.name}", "permissions": {"allow": ["Bash"]}}
     run_hooked(env, hook_file(env, {**agent, "sandbox": "off"}))
     pidfile = env.work / "slow.pid"
-    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), 15, "slow tool running")
+    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="slow tool running")
     daemon.kill(signal.SIGKILL)
     leftover = int(pidfile.read_text())
     os.kill(leftover, 0)  # the tool outlived the daemon
@@ -58,7 +58,7 @@ def test_resumed_after_sigkill_completes_exactly_once(env: Env, daemon: Daemon) 
     assert statuses == ["ok", "interrupted", "ok"]
     assert "processes that were still running have been killed" in results(t)[1]["output"]
     with pytest.raises(ProcessLookupError):
-        wait_until(lambda: os.kill(leftover, 0), 5, "leftover killed")
+        wait_until(lambda: os.kill(leftover, 0), what="leftover killed")
     finals = [e for e in t["entries"] if e["kind"] == "assistant" and not e["tool_calls"]]
     assert len(finals) == 1 and finals[0]["content"] == "finished"
     assert any(e["kind"] == "note" and "resumed" in e["text"] for e in t["entries"])
@@ -83,7 +83,7 @@ def test_real_wire_protocol_through_the_daemon(
     start_daemon()
     hooks = hook_file(env, {"model": f"{provider}:test-model", "permissions": {"allow": ["Bash"]}})
     run_hooked(env, hooks)
-    t = settled(env, "t1", timeout=30)
+    t = settled(env, "t1")
     assert t["status"] == "completed", t
     assert t["model"] == f"{provider}:test-model"
     assert results(t)[0]["output"] == "hello from the job"
@@ -107,7 +107,7 @@ def test_api_key_never_reaches_db_transcript_or_log(
     daemon = start_daemon()
     hooks = hook_file(env, {"model": "openai:m", "permissions": {"allow": ["Bash"]}})
     run_hooked(env, hooks)
-    t = settled(env, "t1", timeout=30)
+    t = settled(env, "t1")
     assert t["status"] == "completed"
     assert results(t)[0]["output"].startswith("key=\n")  # not in the tool's environment
     assert server.requests[0]["headers"]["authorization"] == f"Bearer {KEY}"
@@ -125,7 +125,7 @@ def test_auth_error_fails_the_thread_naming_the_variable(
     start_daemon()
     hooks = hook_file(env, {"model": "anthropic:m", "permissions": {"allow": ["Bash"]}})
     run_hooked(env, hooks)
-    t = settled(env, "t1", timeout=30)
+    t = settled(env, "t1")
     assert t["status"] == "failed"
     assert "set ANTHROPIC_API_KEY" in t["error"] and KEY not in t["error"]
     assert len(server.requests) == 1  # an auth error is not retried
@@ -145,7 +145,7 @@ def test_a_secret_a_model_server_echoes_stays_out_of_the_daemon_log(
     )
     daemon = start_daemon()
     run_hooked(env, hook_file(env, {"model": "openai:m"}))
-    t = settled(env, "t1", timeout=30)
+    t = settled(env, "t1")
     assert t["status"] == "failed" and token not in t["error"], t
     daemon.kill(signal.SIGTERM)
     log = daemon.log.read_text()

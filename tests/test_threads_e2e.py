@@ -11,7 +11,7 @@ from typing import Any
 import psutil
 import pytest
 import yaml
-from conftest import ROOT, Daemon, Env, wait_until
+from conftest import ROOT, WAIT_S, Daemon, Env, wait_for, wait_until
 
 SETTLED = ("completed", "failed", "cancelled", "waiting_approval")
 
@@ -43,18 +43,8 @@ def thread(env: Env, tid: str) -> dict[str, Any]:
     return data
 
 
-def settled(env: Env, tid: str, *statuses: str, timeout: float = 20.0) -> dict[str, Any]:
-    want = statuses or SETTLED
-
-    def check() -> dict[str, Any] | None:
-        r = env.cli("thread", "show", tid, "--json")
-        if r.returncode == 2 and "no thread" in r.stderr:
-            return None  # the hook has not fired yet
-        t: dict[str, Any] = json.loads(r.stdout)
-        return t if t["status"] in want else None
-
-    result: dict[str, Any] = wait_until(check, timeout, f"thread {tid} in {want}")
-    return result
+def settled(env: Env, tid: str, *statuses: str, timeout: float = WAIT_S) -> dict[str, Any]:
+    return env.wait_thread(tid, statuses or SETTLED, timeout=timeout)
 
 
 def results(t: dict[str, Any]) -> list[dict[str, Any]]:
@@ -117,7 +107,7 @@ def test_thread_show_follow_prints_the_prompt_and_the_final_answer(
     # The quickstart's own files: what the README promises `thread show t2 -f` prints.
     examples = ROOT / "configs" / "examples"
     env.run_d(sys.executable, str(examples / "fake_migrate.py"), hooks=examples / "migrate.yaml")
-    wait_until(lambda: env.cli("thread", "show", "t2").returncode == 0, 15, "thread t2")
+    env.wait_threads(lambda ts: len(ts) >= 2, what="thread t2")
     out = env.cli("thread", "show", "t2", "-f", check=True).stdout
     prompt = out.index("--- prompt ---\n")
     assert "Running database migration for auth module refactor" in out[prompt:]
@@ -268,7 +258,7 @@ def test_cancel_stops_a_running_tool(env: Env, daemon: Daemon) -> None:
             if (p.info["cmdline"] or [])[:2] == ["sleep", nap]
         ]
 
-    wait_until(sleeping, 15, "tool started")
+    wait_until(sleeping, what="tool started")
     env.cli("cancel", "t1", check=True)
     t = settled(env, "t1")
     assert t["status"] == "cancelled"
@@ -276,7 +266,7 @@ def test_cancel_stops_a_running_tool(env: Env, daemon: Daemon) -> None:
     def gone() -> bool:
         return not sleeping()
 
-    wait_until(gone, 10, "the tool's process group killed")
+    wait_until(gone, what="the tool's process group killed")
     assert env.cli("cancel", "t1").returncode == 2
 
 
@@ -304,13 +294,15 @@ def test_runprocess_depth_is_refused_past_max_depth(env: Env, daemon: Daemon) ->
     run_hooked(env, hooks)
     t = settled(env, "t1", "completed")
     assert results(t)[0]["status"] == "ok"
-    child = wait_until(
-        lambda: next((p for p in env.ps()["processes"] if p["name"] == "child"), None), 15, "child"
+    wait_for(
+        env.seen_processes,
+        lambda ps: any(p.name == "child" for p in ps),
+        what="the process `child` recorded",
     )
+    child = next(p for p in env.ps()["processes"] if p["name"] == "child")
     assert child["depth"] == 1 and child["parent_thread"] == "t1"
-    fire = wait_until(
-        lambda: next((f for f in env.fires() if f["hook"] == "inner"), None), 15, "inner fire"
-    )
+    wait_for(env.seen_fires, lambda fs: any(f.hook == "inner" for f in fs), what="the inner fire")
+    fire = next(f for f in env.fires() if f["hook"] == "inner")
     assert (fire["spawned"], fire["reason"]) == (False, "depth")
 
 

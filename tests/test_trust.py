@@ -85,7 +85,7 @@ def test_a_thread_cannot_edit_its_spec_json_to_widen_the_next_threads_permission
     allow = [f"Edit({env.work}/:*)", f"Edit({env.home}/:*)"]
     hooks = _hooks(env, turns, {"allow": allow, "deny": ["Bash"]})
     env.run_d(sys.executable, "-c", TWICE, hooks=hooks)
-    before = wait_until(lambda: spec.exists() and spec.read_text(), 10, "spec.json")
+    before = wait_until(lambda: spec.exists() and spec.read_text(), what="spec.json")
 
     t1 = settled(env, "t1", "completed")
     edit_dotdot, edit_abs, bash = results(t1)
@@ -110,7 +110,7 @@ def test_a_run_dir_file_changed_by_hand_is_refused(env: Env, daemon: Daemon, vic
     hooks = _hooks(env, turns, {"deny": ["Bash"]})
     env.run_d(sys.executable, "-c", ONCE_GO, hooks=hooks)
     path = env.home / "runs" / "1" / victim
-    wait_until(path.exists, 10, victim)
+    wait_until(path.exists, what=str(path))
     if victim == "spec.json":  # the edit the attack wanted: every tool allowed
         spec = json.loads(path.read_text())
         spec["hooks"]["agent"]["permissions"] = {"allow": ["*"]}
