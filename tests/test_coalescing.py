@@ -84,7 +84,7 @@ def test_a_running_child_writes_unwatched(env: Env, daemon: Daemon) -> None:
     script = "import time\nwhile True:\n    print('tick', flush=True)\n    time.sleep(0.01)\n"
     pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
     run = env.home / "runs" / str(pid)
-    wait_until(lambda: (run / "output.log").stat().st_size > 100, 10, "output")
+    wait_until(lambda: (run / "output.log").stat().st_size > 100, what="output")
     assert daemon.proc is not None
     dir_ino, out_ino = run.stat().st_ino, (run / "output.log").stat().st_ino
 
@@ -94,7 +94,7 @@ def test_a_running_child_writes_unwatched(env: Env, daemon: Daemon) -> None:
         w = _watches(daemon.proc.pid)  # type: ignore[union-attr]
         return all(ino != dir_ino for ino, _ in w)
 
-    wait_until(settled, 10, "the run dir's watch removed")
+    wait_until(settled, what="the run dir's watch removed")
     for _ in range(20):
         for ino, mask in _watches(daemon.proc.pid):
             if ino == out_ino:
@@ -116,7 +116,7 @@ def test_every_line_fires_while_the_writer_runs(env: Env, daemon: Daemon) -> Non
         "time.sleep(60)\n"
     )
     pid = env.run_d(sys.executable, "-c", script, hooks=hooks)["id"]
-    wait_until(lambda: len(env.fires()) == n, 15, f"{n} fires while the writer sleeps")
+    wait_until(lambda: len(env.fires()) == n, what=f"{n} fires while the writer sleeps")
     assert env.process(pid)["state"] == "running"
     assert sorted(int(f["detail"].split()[1]) for f in env.fires()) == list(range(n))
     # Quiet again: the daemon waits on a one-shot watch and reads nothing (no polling).
@@ -125,8 +125,7 @@ def test_every_line_fires_while_the_writer_runs(env: Env, daemon: Daemon) -> Non
     out_ino = (env.home / "runs" / str(pid) / "output.log").stat().st_ino
     wait_until(
         lambda: any(ino == out_ino and mask & IN_ONESHOT for ino, mask in _watches(dpid)),
-        10,
-        "a one-shot watch on the quiet output",
+        what="a one-shot watch on the quiet output",
     )
     proc = psutil.Process(dpid)
     before = sum(proc.cpu_times()[:2])
@@ -150,7 +149,7 @@ def test_a_fast_writers_last_line_fires_whether_it_stays_or_ends(env: Env) -> No
     )
     for how in ("stays", "ends"):
         env.run_d(sys.executable, "-c", script, how, hooks=hooks)
-    wait_until(lambda: len(env.fires()) == 2, 20, "the last line of both fast writers")
+    wait_until(lambda: len(env.fires()) == 2, what="the last line of both fast writers")
     assert sorted(f["detail"] for f in env.fires()) == ["LAST ends", "LAST stays"]
 
 
@@ -207,7 +206,7 @@ def test_a_python_child_is_unbuffered_unless_asked(env: Env, daemon: Daemon) -> 
     env.extra["PYTHONUNBUFFERED"] = "1"  # as in many shells and images: --buffered drops it
     env.extra.pop("PYTHONUNBUFFERED")
     first = env.run_d(sys.executable, "-c", script, "printed-1", hooks=hooks)["id"]
-    wait_until(lambda: len(env.fires()) == 1, 10, "the fire while the child runs")
+    wait_until(lambda: len(env.fires()) == 1, what="the fire while the child runs")
     assert env.fires()[0]["detail"] == "MARK 1"
     env.extra["PYTHONUNBUFFERED"] = "1"
     out = env.cli("run", "-d", "--json", "--buffered", "--hook", str(hooks), "--")
@@ -218,7 +217,7 @@ def test_a_python_child_is_unbuffered_unless_asked(env: Env, daemon: Daemon) -> 
             sys.executable, "-c", script, "printed-2", check=True,
         ).stdout
     )["id"]  # fmt: skip
-    wait_until((env.work / "printed-2").exists, 10, "the buffered child's print")
+    wait_until((env.work / "printed-2").exists, what="the buffered child's print")
     # Printed, yet nothing reached output.log: the line waits in the child's own buffer.
     assert (env.home / "runs" / str(second) / "output.log").stat().st_size == 0
     go.touch()

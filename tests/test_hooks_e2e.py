@@ -78,7 +78,7 @@ def test_timeout_fires_once_while_running(env: Env, daemon: Daemon) -> None:
         {"hooks": [{"name": "slow", "on_timeout": {"seconds": 0.5}, "instructions": "Why slow?"}]},
     )
     pid = env.run_d(sys.executable, "-c", "import time; time.sleep(30)", hooks=hooks)["id"]
-    wait_until(lambda: env.fires(), 10, "timeout fire")
+    wait_until(lambda: env.fires(), what="timeout fire")
     fire = env.fires()[0]
     assert (fire["hook"], fire["trigger"], fire["spawned"]) == ("slow", "on_timeout", True)
     message = _thread(env, fire["thread_id"])["entries"][0]["text"]

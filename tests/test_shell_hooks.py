@@ -120,7 +120,7 @@ def test_a_hung_hook_is_killed_with_its_group(env: Env, daemon: Daemon) -> None:
     assert [r["timed_out"] for r in runs] == [True, True, True, True]
     assert [r.get("decision") for r in runs] == [None, "deny", None, "deny"]
     bg = int((env.work / "bg.pid").read_text())
-    wait_until(lambda: not Path(f"/proc/{bg}").exists() or _zombie(bg), 5, "grandchild killed")
+    wait_until(lambda: not Path(f"/proc/{bg}").exists() or _zombie(bg), what="grandchild killed")
 
 
 def _zombie(pid: int) -> bool:
@@ -145,7 +145,7 @@ def test_session_prompt_and_post_hooks_see_their_values(env: Env, daemon: Daemon
     prompt = (env.work / "prompt.txt").read_text()
     assert "Instructions: Look at the output." in prompt  # the hook's instructions included
     assert (env.work / "post.txt").read_text() == "tool-said-this"
-    wait_until(lambda: (env.work / "end.txt").exists(), 5, "SessionEnd")
+    wait_until(lambda: (env.work / "end.txt").exists(), what="SessionEnd")
     assert (env.work / "end.txt").read_text() == "t1\n"
     kinds = [e["kind"] for e in t["entries"]]
     assert kinds.index("context") < kinds.index("assistant")  # injected before the first call
