@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from conftest import Daemon, Env, wait_until
 from modelserver import ModelServer
-from test_threads_e2e import hook_file, results, run_hooked, script, settled
+from test_threads_e2e import hook_file, results, run_hooked, script, settled, thread
 
 KEY = "sk-live-SECRET-abcdef0123456789"
 
@@ -45,6 +45,12 @@ def test_resumed_after_sigkill_completes_exactly_once(env: Env, daemon: Daemon) 
     run_hooked(env, hook_file(env, {**agent, "sandbox": "off"}))
     pidfile = env.work / "slow.pid"
     wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="slow tool running")
+    # The kill below is of a call whose pid the daemon recorded (a daemon killed in the
+    # moment between the spawn and that record cannot know what to kill).
+    wait_until(
+        lambda: [e["kind"] for e in thread(env, "t1")["entries"]].count("tool_pid") == 2,
+        what="the slow call's tool_pid entry (the first call has one too)",
+    )
     daemon.kill(signal.SIGKILL)
     leftover = int(pidfile.read_text())
     os.kill(leftover, 0)  # the tool outlived the daemon
