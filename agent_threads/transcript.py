@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 from agent_threads.messages import (
     AssistantMessage,
@@ -464,27 +464,8 @@ Body = (
     | CommandAnswered
     | Custom
 )
-_KINDS: dict[str, Any] = {
-    cls.kind: cls
-    for cls in (
-        UserText,
-        AssistantReply,
-        ToolStart,
-        ToolPid,
-        ToolOutput,
-        Approval,
-        Note,
-        HookRan,
-        HookContext,
-        Reminder,
-        Injected,
-        RetryAsked,
-        FinalRewritten,
-        CommandSent,
-        CommandAnswered,
-        Custom,
-    )
-}
+# Each kind's class, from the union itself: a kind added to `Body` is decoded too.
+_KINDS: dict[str, Any] = {cls.kind: cls for cls in get_args(Body)}
 
 
 def _fields(body: Any) -> dict[str, Any]:

@@ -187,25 +187,13 @@ class HookSet(Hooks):
             await h.before_step(turn=turn)
 
     async def session_start(self, *, turn: Turn) -> Decision[None]:
-        for h in self.inward:
-            d = checked("session_start", await h.session_start(turn=turn), h)
-            if not d.goes_on:
-                return d
-        return go_on()
+        return await _first("session_start", self.inward, lambda h: h.session_start(turn=turn))
 
     async def new_input(self, *, turn: Turn) -> Decision[None]:
-        for h in self.inward:
-            d = checked("new_input", await h.new_input(turn=turn), h)
-            if not d.goes_on:
-                return d
-        return go_on()
+        return await _first("new_input", self.inward, lambda h: h.new_input(turn=turn))
 
     async def before_model(self, *, turn: Turn) -> Decision[AssistantMessage]:
-        for h in self.inward:
-            d = checked("before_model", await h.before_model(turn=turn), h)
-            if not d.goes_on:
-                return d
-        return go_on()
+        return await _first("before_model", self.inward, lambda h: h.before_model(turn=turn))
 
     async def context(self, *, turn: Turn, messages: list[Message]) -> list[Message]:
         for h in self.inward:
@@ -247,13 +235,11 @@ class HookSet(Hooks):
     async def after_result(
         self, *, turn: Turn, call: ToolCall, result: ToolResult
     ) -> Decision[None]:
-        for h in self.outward:
-            d = checked(
-                "after_result", await h.after_result(turn=turn, call=call, result=result), h
-            )
-            if not d.goes_on:
-                return d
-        return go_on()
+        return await _first(
+            "after_result",
+            self.outward,
+            lambda h: h.after_result(turn=turn, call=call, result=result),
+        )
 
     async def before_final(
         self, *, turn: Turn, answer: AssistantMessage
@@ -268,6 +254,17 @@ class HookSet(Hooks):
     async def session_end(self, *, turn: Turn, status: ThreadStatus) -> None:
         for h in self.outward:
             await h.session_end(turn=turn, status=status)
+
+
+async def _first(
+    point: str, families: Sequence[Hooks], call: Callable[[Hooks], Awaitable[Decision[T]]]
+) -> Decision[T]:
+    """The first decision other than CONTINUE at a point whose value nothing passes on."""
+    for h in families:
+        d = checked(point, await call(h), h)
+        if not d.goes_on:
+            return d
+    return go_on()
 
 
 def _kept(value: Any, current: T, kind: type[T]) -> T:
