@@ -16,8 +16,10 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -80,6 +82,27 @@ def _drain(held: _Held, offset: int, out: BinaryIO) -> int:
     return offset
 
 
+@contextlib.contextmanager
+def _signal_wake() -> Iterator[int | None]:
+    """A pipe that a signal writes a byte to, for a blocking select to include.
+
+    Without it, Ctrl-C landing between Python's last signal check and the select() call is
+    only noticed when select returns, which with a pidfd and no timeout is when the process
+    ends (seen under load in CI: an attached `run` ignored Ctrl-C for the child's lifetime).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield None  # signals are handled in the main thread only; nothing to wake here
+        return
+    r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    try:
+        yield r
+    finally:
+        signal.set_wakeup_fd(old)
+        os.close(r)
+        os.close(w)
+
+
 def _pidfd(pid: int | None, started: float | None) -> int | None:
     if pid is None or not is_same(pid, started):
         return None
@@ -107,7 +130,9 @@ def follow_output(
     held = _Held(source or run.output)
     ino = Inotify()
     pidfd = _pidfd(*shim)
+    stack = contextlib.ExitStack()
     try:
+        wake = stack.enter_context(_signal_wake())
         if on_news is not None:
             with contextlib.suppress(OSError):
                 ino.add(str(run.attached), IN_ATTRIB)
@@ -120,8 +145,12 @@ def follow_output(
                 return rec
             if pidfd is None and shim[0] is not None and not is_same(*shim):
                 return None  # gone without an exit record (checked once more above)
-            waits = [ino.fd] if pidfd is None else [ino.fd, pidfd]
+            waits = [fd for fd in (ino.fd, pidfd, wake) if fd is not None]
             ready, _, _ = select.select(waits, [], [], _TICK_S if pidfd is None else None)
+            if wake is not None and wake in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(wake, 512)  # the signal's handler has run, or runs now
+                continue
             if pidfd is not None and pidfd in ready:
                 os.close(pidfd)
                 pidfd = None  # ended: the loop reads the rest and the exit record
@@ -136,6 +165,7 @@ def follow_output(
                 offset = _drain(held, offset, out)
                 on_news()
     finally:
+        stack.close()
         ino.close()
         held.close()
         if pidfd is not None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -220,8 +222,9 @@ def test_locked_state_db_is_a_clear_error(env: Env, monkeypatch: pytest.MonkeyPa
     assert len(env.ps()["processes"]) == 1  # nothing half-recorded, nothing lost
 
 
-def _attached(env: Env, *cmd: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+@contextlib.contextmanager
+def _attached(env: Env, *cmd: str) -> Iterator[subprocess.Popen[str]]:
+    cli = subprocess.Popen(
         [sys.executable, "-m", "supervisor", "run", "--", *cmd],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -230,27 +233,31 @@ def _attached(env: Env, *cmd: str) -> subprocess.Popen[str]:
         cwd=env.work,
         start_new_session=True,  # its own "terminal" session, signalled as a whole below
     )
+    with cli:
+        try:
+            yield cli
+        finally:
+            if cli.poll() is None:  # a failed test must not leave it for a later test's GC
+                cli.kill()
 
 
 def test_ctrl_c_detaches_and_leaves_the_process_running(env: Env, daemon: Daemon) -> None:
-    cli = _attached(
-        env, sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"
-    )
-    assert cli.stdout is not None and cli.stdout.readline() == "up\n"
-    os.killpg(cli.pid, signal.SIGINT)  # Ctrl-C reaches the terminal's foreground group
-    _out, err = cli.communicate(timeout=30)
+    sleeper = "import time; print('up', flush=True); time.sleep(60)"
+    with _attached(env, sys.executable, "-c", sleeper) as cli:
+        assert cli.stdout is not None and cli.stdout.readline() == "up\n"
+        os.killpg(cli.pid, signal.SIGINT)  # Ctrl-C reaches the terminal's foreground group
+        _out, err = cli.communicate(timeout=30)
     assert cli.returncode == 130 and "detached; process 1 keeps running" in err
     assert env.process(1)["state"] == "running"
     assert _alive(_child_pid(env, 1))
 
 
 def test_process_survives_its_terminal_closing(env: Env, daemon: Daemon) -> None:
-    cli = _attached(
-        env, sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"
-    )
-    assert cli.stdout is not None and cli.stdout.readline() == "up\n"
-    os.killpg(cli.pid, signal.SIGHUP)  # what closing the terminal sends its session
-    cli.communicate(timeout=30)
+    sleeper = "import time; print('up', flush=True); time.sleep(60)"
+    with _attached(env, sys.executable, "-c", sleeper) as cli:
+        assert cli.stdout is not None and cli.stdout.readline() == "up\n"
+        os.killpg(cli.pid, signal.SIGHUP)  # what closing the terminal sends its session
+        cli.communicate(timeout=30)
     assert env.process(1)["state"] == "running"
     child = _child_pid(env, 1)
     assert _alive(child)
