@@ -301,6 +301,7 @@ class _Run:
             text = f"The arguments were not a JSON object: {call.invalid[:500]!r}. Send an object."
             await self.result(call, Observation(text, is_error=True), "error")
             return None
+        call = self.prepared(call)
         ctx = self.cfg.ctx
         home = ctx.env.get("SUPERVISE_HOME")
         where = Where(ctx.cwd, Path(home) if home else None, ctx.output_path)
@@ -319,7 +320,15 @@ class _Run:
             return LoopEnd("waiting_approval", waiting=describe_call(call))
         return await self.run_tool(call, approved=False)
 
+    def prepared(self, call: ToolCall) -> ToolCall:
+        """`call` with its arguments as rules, hooks and the tool see them (`Tool.prepare`)."""
+        tool = self.cfg.tools.get(call.name)
+        if tool is None:
+            return call
+        return ToolCall(call.id, call.name, tool.prepare(dict(call.arguments), self.cfg.ctx))
+
     async def run_tool(self, call: ToolCall, *, approved: bool) -> LoopEnd | None:
+        call = self.prepared(call)  # again after an approval: the saved call is as sent
         d = await self.hooks.before_tool(turn=self.turn, call=call, approved=approved)
         if d.action is Action.FAIL:
             return _failed(d)

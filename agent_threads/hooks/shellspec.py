@@ -37,6 +37,13 @@ class ShellHook:
     fail_mode: FailMode = "open"
     claude: bool = False  # Claude Code's shape: its protocol is what the user expects
     source: str = ""
+    # Exec form (Claude Code's `args`): `command` is the executable, no shell involved.
+    args: tuple[str, ...] | None = None
+    if_rule: str | None = None  # Claude Code's `if`: one permission rule, tool events only
+    run_async: bool = False  # `async`: runs in the background, its answer comes later
+    async_rewake: bool = False  # `asyncRewake`: exit 2 in the background wakes the model
+    plugin_root: str | None = None  # the plugin it came from: CLAUDE_PLUGIN_ROOT
+    plugin_name: str | None = None
 
     @property
     def label(self) -> str:
@@ -46,6 +53,16 @@ class ShellHook:
     def matches(self, tool: str, arguments: Mapping[str, Any]) -> bool:
         """Whether this hook applies to a call of `tool` (always, outside tool events)."""
         return self.event not in TOOL_EVENTS or matcher_matches(self.matcher, tool, arguments)
+
+    def applies(self, payload: Mapping[str, Any]) -> bool:
+        """Whether this hook runs for an event whose stdin JSON is `payload`: its matcher
+        against the event's matcher field, and its `if` rule on tool events."""
+        tool = payload.get("tool_name")
+        arguments = payload.get("tool_input")
+        return self.matches(
+            tool if isinstance(tool, str) else "",
+            arguments if isinstance(arguments, Mapping) else {},
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -58,6 +75,12 @@ class ShellHook:
             "fail_mode": self.fail_mode,
             "claude": self.claude,
             "source": self.source,
+            "args": None if self.args is None else list(self.args),
+            "if": self.if_rule,
+            "async": self.run_async,
+            "async_rewake": self.async_rewake,
+            "plugin_root": self.plugin_root,
+            "plugin_name": self.plugin_name,
         }
 
     @classmethod
@@ -72,6 +95,12 @@ class ShellHook:
             "closed" if d.get("fail_mode") == "closed" else "open",
             bool(d.get("claude", False)),
             str(d.get("source", "")),
+            None if d.get("args") is None else tuple(str(a) for a in d["args"]),
+            d.get("if"),
+            bool(d.get("async", False)),
+            bool(d.get("async_rewake", False)),
+            d.get("plugin_root"),
+            d.get("plugin_name"),
         )
 
 

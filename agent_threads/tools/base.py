@@ -79,6 +79,14 @@ class Tool:
     description: ClassVar[str]
     Args: ClassVar[type[ToolArgs]]
 
+    def prepare(self, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        """The arguments as permission rules, hooks and the tool itself see them.
+
+        As in Claude Code, where file tools' `file_path` is made absolute before hooks run,
+        so a guard cannot be bypassed by a relative spelling. Pure; the default: as sent.
+        """
+        return arguments
+
     def spec(self) -> ToolSpec:
         schema = self.Args.model_json_schema()
         schema.pop("title", None)
