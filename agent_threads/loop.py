@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import anyio
 import psutil
 
-from agent_threads.hooks.base import Action, Decision, Hooks, HookSet, Turn
+from agent_threads.hooks.base import RETRY_CAPS, Action, Decision, Hooks, HookSet, Turn
 from agent_threads.messages import (
     AssistantMessage,
     Model,
@@ -46,6 +46,7 @@ from agent_threads.transcript import (
     Body,
     CallModel,
     CheckCall,
+    DecidedBy,
     Entry,
     FinalRewritten,
     Finish,
@@ -146,6 +147,22 @@ def describe_call(call: ToolCall) -> str:
     return f"{call.name}({text[:200] + '…' if len(text) > 200 else text})"
 
 
+def failure_kind(exc: ModelError) -> str:
+    """A model failure as Claude Code's StopFailure names its kinds (its hooks match on it)."""
+    text = str(exc).lower()
+    if isinstance(exc, ModelAuthError):
+        return "authentication_failed"
+    if "429" in text or "rate limit" in text or "rate_limit" in text:
+        return "rate_limit"
+    if "overloaded" in text or "529" in text:
+        return "overloaded"
+    if isinstance(exc, TransientModelError):
+        return "server_error"
+    if "not found" in text or "404" in text:
+        return "model_not_found"
+    return "invalid_request" if "400" in text else "unknown"
+
+
 def _failed(d: Decision[Any]) -> LoopEnd:
     return LoopEnd("failed", error=d.reason or f"a hook failed the thread ({d.source})")
 
@@ -187,7 +204,7 @@ class _Run:
             text = f"A person denied this call{why}. Do not retry it as is."
             await self.result(step.call, Observation(text, is_error=True), "denied")
         elif isinstance(step, RunApproved):
-            return await self.run_tool(step.call, approved=True)
+            return await self.run_tool(self.approved_call(step.call))
         elif isinstance(step, CheckCall):
             return await self.check(step.call)
         return None
@@ -204,7 +221,7 @@ class _Run:
             done = sum(
                 1 for e in self.entries if isinstance(e.body, RetryAsked) and e.seq > last_user
             )
-            if done >= RETRY_CAP:
+            if done >= RETRY_CAPS.get(d.source, RETRY_CAP):
                 why = f"BEFORE_FINAL_RESPONSE asked to RETRY {done} times; stopped at the retry cap"
                 return LoopEnd("failed", error=why)
             await self.turn.save(RetryAsked("BEFORE_FINAL_RESPONSE", d.source))
@@ -243,14 +260,17 @@ class _Run:
                 on_retry=self._on_retry,
             )
         except ModelAuthError as exc:
+            await self.hooks.model_failed(turn=self.turn, error=failure_kind(exc), message=str(exc))
             return LoopEnd("failed", error=str(exc))
         except TransientModelError as exc:
+            await self.hooks.model_failed(turn=self.turn, error=failure_kind(exc), message=str(exc))
             return LoopEnd(
                 "failed",
                 error=f"{cfg.model.name} kept failing after {cfg.retry_attempts} attempts: "
                 f"{exc}; `supervise thread retry` runs it again",
             )
         except ModelError as exc:
+            await self.hooks.model_failed(turn=self.turn, error=failure_kind(exc), message=str(exc))
             return LoopEnd("failed", error=f"{cfg.model.name}: {exc}")
         return await self.after_reply(reply)
 
@@ -291,6 +311,8 @@ class _Run:
         )
 
     async def check(self, call: ToolCall) -> LoopEnd | None:
+        """A new call: the hooks (PreToolUse first, as in Claude Code), then the permission
+        rules on what the hooks left, then a person if the rules or a hook ask for one."""
         tool = self.cfg.tools.get(call.name)
         if tool is None:
             names = ", ".join(sorted(self.cfg.tools))
@@ -302,39 +324,10 @@ class _Run:
             await self.result(call, Observation(text, is_error=True), "error")
             return None
         call = self.prepared(call)
-        ctx = self.cfg.ctx
-        home = ctx.env.get("SUPERVISE_HOME")
-        where = Where(ctx.cwd, Path(home) if home else None, ctx.output_path)
-        verdict = self.cfg.profile.check(call.name, call.arguments, where)
-        if verdict.decision == "deny":
-            await self.turn.save(
-                Approval(call.id, call.name, "denied", "rule", verdict.reason, verdict.rule)
-            )
-            text = f"Permission denied: {verdict.reason}. Do not retry it; find another way."
-            await self.result(call, Observation(text, is_error=True), "denied")
-            return None
-        if verdict.decision == "ask":
-            await self.turn.save(
-                Approval(call.id, call.name, "ask", "rule", verdict.reason, verdict.rule)
-            )
-            return LoopEnd("waiting_approval", waiting=describe_call(call))
-        return await self.run_tool(call, approved=False)
-
-    def prepared(self, call: ToolCall) -> ToolCall:
-        """`call` with its arguments as rules, hooks and the tool see them (`Tool.prepare`)."""
-        tool = self.cfg.tools.get(call.name)
-        if tool is None:
-            return call
-        return ToolCall(call.id, call.name, tool.prepare(dict(call.arguments), self.cfg.ctx))
-
-    async def run_tool(self, call: ToolCall, *, approved: bool) -> LoopEnd | None:
-        call = self.prepared(call)  # again after an approval: the saved call is as sent
-        d = await self.hooks.before_tool(turn=self.turn, call=call, approved=approved)
+        sent = call.arguments
+        d = await self.hooks.before_tool(turn=self.turn, call=call, approved=False)
         if d.action is Action.FAIL:
             return _failed(d)
-        if d.action is Action.ASK:
-            await self.turn.save(Approval(call.id, call.name, "ask", "hook", d.reason))
-            return LoopEnd("waiting_approval", waiting=describe_call(call))
         if d.action in (Action.STOP, Action.DENY) and isinstance(d.value, ToolResult):
             given = d.value
             status: ResultStatus = (
@@ -343,7 +336,94 @@ class _Run:
             await self.result(call, Observation(given.text, given.is_error), status)
             return None
         if isinstance(d.value, ToolCall):
-            call = d.value
+            # A rewrite is judged by the rules like the model's own input: it never widens
+            # what runs.
+            call = self.prepared(ToolCall(call.id, call.name, dict(d.value.arguments)))
+        verdict = self.cfg.profile.check(call.name, call.arguments, self.where())
+        if verdict.decision == "deny":
+            await self.denied(call, verdict.reason, verdict.rule)
+            return None
+        if d.action is Action.ASK:
+            return await self.ask(call, d.reason or "a hook asks for approval", "hook", None, sent)
+        # A hook's allow skips only the approval the default asks for, never an ask rule.
+        if verdict.decision == "ask" and not (d.action is Action.ALLOW and verdict.rule is None):
+            return await self.ask(call, verdict.reason, "rule", verdict.rule, sent)
+        return await self.run_tool(call)
+
+    def where(self) -> Where:
+        ctx = self.cfg.ctx
+        home = ctx.env.get("SUPERVISE_HOME")
+        return Where(ctx.cwd, Path(home) if home else None, ctx.output_path)
+
+    async def denied(self, call: ToolCall, reason: str, rule: str | None) -> None:
+        await self.turn.save(Approval(call.id, call.name, "denied", "rule", reason, rule))
+        text = f"Permission denied: {reason}. Do not retry it; find another way."
+        await self.result(call, Observation(text, is_error=True), "denied")
+
+    async def ask(
+        self,
+        call: ToolCall,
+        reason: str,
+        by: DecidedBy,
+        rule: str | None,
+        sent: Mapping[str, Any],
+    ) -> LoopEnd | None:
+        """The call needs a person: PermissionRequest hooks may answer first."""
+        p = await self.hooks.permission_request(turn=self.turn, call=call, reason=reason)
+        if p.action is Action.FAIL:
+            return _failed(p)
+        if p.action is Action.DENY and isinstance(p.value, ToolResult):
+            await self.turn.save(Approval(call.id, call.name, "denied", "hook", p.reason))
+            await self.result(call, Observation(p.value.text, is_error=True), "denied")
+            return None
+        if p.action is Action.ALLOW:
+            allowed = call
+            if isinstance(p.value, ToolCall) and p.value.arguments != call.arguments:
+                allowed = self.prepared(ToolCall(call.id, call.name, dict(p.value.arguments)))
+                again = self.cfg.profile.check(allowed.name, allowed.arguments, self.where())
+                if again.decision == "deny":
+                    await self.denied(allowed, again.reason, again.rule)
+                    return None
+                if again.decision == "ask" and again.rule is not None:
+                    return await self.wait(allowed, again.reason, "rule", again.rule, sent)
+            if rule is None or allowed is not call:
+                changed = dict(allowed.arguments) if allowed.arguments != sent else None
+                await self.turn.save(
+                    Approval(call.id, call.name, "approved", "hook", p.reason, None, changed)
+                )
+                return await self.run_tool(allowed)
+        return await self.wait(call, reason, by, rule, sent)
+
+    async def wait(
+        self,
+        call: ToolCall,
+        reason: str,
+        by: DecidedBy,
+        rule: str | None,
+        sent: Mapping[str, Any],
+    ) -> LoopEnd:
+        changed = dict(call.arguments) if call.arguments != sent else None
+        await self.turn.save(Approval(call.id, call.name, "ask", by, reason, rule, changed))
+        await self.hooks.waiting(turn=self.turn, call=call, reason=reason)
+        return LoopEnd("waiting_approval", waiting=describe_call(call))
+
+    def prepared(self, call: ToolCall) -> ToolCall:
+        """`call` with its arguments as rules, hooks and the tool see them (`Tool.prepare`)."""
+        tool = self.cfg.tools.get(call.name)
+        if tool is None:
+            return call
+        return ToolCall(call.id, call.name, tool.prepare(dict(call.arguments), self.cfg.ctx))
+
+    def approved_call(self, call: ToolCall) -> ToolCall:
+        """What a person approved: the input a hook rewrote the call to, if one did."""
+        for e in reversed(self.entries):
+            b = e.body
+            if isinstance(b, Approval) and b.call_id == call.id and b.arguments is not None:
+                return self.prepared(ToolCall(call.id, call.name, dict(b.arguments)))
+        return self.prepared(call)
+
+    async def run_tool(self, call: ToolCall) -> LoopEnd | None:
+        """Run a call the rules, the hooks or a person let through, and save its result."""
         await self.turn.save(ToolStart(call.id, call.name))
 
         async def spawned(pid: int) -> None:

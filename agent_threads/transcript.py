@@ -228,6 +228,9 @@ class Approval:
     by: DecidedBy = "rule"
     reason: str = ""
     rule: str | None = None
+    # The input a hook rewrote the call to, when it differs from what the model sent: what
+    # the person approves and what then runs.
+    arguments: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return _compact(
@@ -238,6 +241,7 @@ class Approval:
                 "by": self.by,
                 "reason": self.reason or None,
                 "rule": self.rule,
+                "arguments": self.arguments,
             }
         )
 
@@ -252,6 +256,7 @@ class Approval:
             by if by in ("rule", "user", "hook") else "rule",
             _text(d, "reason"),
             _opt_text(d, "rule"),
+            dict(d["arguments"]) if isinstance(d.get("arguments"), dict) else None,
         )
 
 
@@ -287,6 +292,7 @@ class HookRan:
     updated_input: dict[str, Any] | None = None
     call_id: str | None = None  # the tool call it ran for
     prompt_seq: int | None = None  # the user entry it ran for (UserPromptSubmit)
+    system_message: str = ""  # Claude Code's systemMessage: for the person, not the model
 
     def to_json(self) -> dict[str, Any]:
         data = {k: v for k, v in _fields(self).items() if v not in (None, "")}
@@ -312,6 +318,7 @@ class HookRan:
             updated_input=dict(updated) if isinstance(updated, dict) else None,
             call_id=_opt_text(d, "call_id"),
             prompt_seq=_opt_int(d, "prompt_seq"),
+            system_message=_text(d, "system_message"),
         )
 
 

@@ -40,6 +40,10 @@ class StatePaths:
     def run_dir(self, process_id: int) -> Path:
         return self.runs / str(process_id)
 
+    def thread_dir(self, thread_id: int) -> Path:
+        """A thread's files for its shell hooks: transcript.jsonl, env.sh (created on use)."""
+        return self.home / "threads" / f"t{thread_id}"
+
     def ensure(self) -> StatePaths:
         """Create the state directory (0700) and its runs/ folder, and check that they are
         safely ours and writable (see `state.trust`).

@@ -91,10 +91,17 @@ class ThreadHost:
             env["SUPERVISE_PROCESS_ID"] = str(info.process_id)
         limits = hooks.limits if spec else self._user_limits()
         policy = self._sandbox_policy(spec, agent)
+        shell_hooks, extensions = _hooks_and_extensions(info, spec, agent)
+        thread_dir = self.paths.thread_dir(info.id)
+        # What SessionStart hooks write to CLAUDE_ENV_FILE every Bash command reads, as in
+        # Claude Code: bash sources $BASH_ENV, and the sandbox shows this one file.
+        env_file = thread_dir / "env.sh"
+        if any(h.event == "SessionStart" for h in shell_hooks):
+            env["BASH_ENV"] = str(env_file)
         sandbox = resolve(
             policy,
             self.paths.home,
-            (output,) if output else (),
+            (output, env_file) if output else (env_file,),
             bwrap=self.settings.bwrap,
             search_path=self.env.get("PATH"),
         )
@@ -106,16 +113,19 @@ class ThreadHost:
             output_path=output,
             sandbox=sandbox,
         )
-        shell_hooks, extensions = _hooks_and_extensions(info, spec, agent)
         ext = load_extensions(extensions, cwd)
         launcher = self._launcher(info, env, profile, limits, name, shell_hooks, ext.specs, sandbox)
         ctx = replace(ctx, launch=launcher)
         system = BASE_PROMPT if info.process_id is None else f"{BASE_PROMPT}\n{info.prompt}"
         site = ShellSite(
             cwd,
-            env,
+            {k: v for k, v in env.items() if k != "BASH_ENV"},  # for the tools' bash only
             agent_name=info.hook or "ask",
-            instructions=system if info.process_id is not None else None,
+            transcript_path=thread_dir / "transcript.jsonl",
+            env_file=env_file,
+            model=model.name,
+            # A thread of a process another thread started is Claude Code's subagent.
+            agent_type=(info.hook or "thread") if spec and spec.inherited else None,
         )
         reminders = replace(agent.system_hooks or SystemHookConfig(), extra=tuple(ext.triggers))
         cfg = LoopConfig(

@@ -143,7 +143,9 @@ def test_session_prompt_and_post_hooks_see_their_values(env: Env, daemon: Daemon
     ctx = [e for e in t["entries"] if e["kind"] == "context"]
     assert ctx[0]["event"] == "SessionStart" and ctx[0]["text"] == f"session t1 in {env.work}"
     prompt = (env.work / "prompt.txt").read_text()
-    assert "Instructions: Look at the output." in prompt  # the hook's instructions included
+    # What entered the thread as its prompt, as in Claude Code: not the system prompt.
+    assert prompt.startswith("The process hook `done` has fired.")
+    assert "You are an execution thread" not in prompt and "Instructions:" not in prompt
     assert (env.work / "post.txt").read_text() == "tool-said-this"
     wait_until(lambda: (env.work / "end.txt").exists(), what="SessionEnd")
     assert (env.work / "end.txt").read_text() == "t1\n"

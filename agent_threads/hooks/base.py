@@ -35,6 +35,10 @@ class Action(enum.Enum):
     FAIL = "fail"  # end the thread as failed, saying `reason`
     STOP = "stop"  # skip what was about to happen; `value` stands in for its outcome
     ASK = "ask"  # before_tool: wait for a person's approval
+    # before_tool: go on, and a call that only the default would send to a person runs
+    # without asking (an explicit ask or deny rule still applies); permission_request: the
+    # call is approved (`value`: the call, its input maybe rewritten).
+    ALLOW = "allow"
     DENY = "deny"  # before_tool: refuse the call; `value` is the error result the model reads
 
 
@@ -45,8 +49,10 @@ class Decision(Generic[T]):
     - session_start, new_input, after_result: FAIL.
     - before_model: STOP with an AssistantMessage (the reply, without a model call); FAIL.
     - after_model / before_final: a replacement AssistantMessage; RETRY; FAIL.
-    - before_tool: a replacement ToolCall (its new input); STOP with a ToolResult (the call is
-      not run; that is its result); DENY with the ToolResult the model reads; ASK; FAIL.
+    - before_tool: a replacement ToolCall (its new input); ALLOW (with or without one); STOP
+      with a ToolResult (the call is not run; that is its result); DENY with the ToolResult the
+      model reads; ASK; FAIL.
+    - permission_request: ALLOW (value: the call to run); DENY with a ToolResult; FAIL.
     - after_tool: a replacement ToolResult; FAIL (the result is still saved).
     """
 
@@ -64,6 +70,12 @@ def go_on(value: T | None = None) -> Decision[T]:
     return Decision(Action.CONTINUE, value)
 
 
+# RETRYs in a row at before_final, by the source that asks them, before the thread fails
+# (others: the loop's RETRY_CAP). Claude Code lets a Stop hook block 8 times in a row and then
+# ends the turn; the shell family does that itself, so its cap is never reached.
+RETRY_CAPS: dict[str, int] = {"Stop": 9, "SubagentStop": 9}
+
+
 class HookContractError(Exception):
     """A hook family answered a point with a decision the point cannot carry out (a bug)."""
 
@@ -74,12 +86,17 @@ _ACTIONS: dict[str, frozenset[Action]] = {
     "new_input": frozenset({Action.FAIL}),
     "before_model": frozenset({Action.FAIL, Action.STOP}),
     "after_model": frozenset({Action.FAIL, Action.RETRY}),
-    "before_tool": frozenset({Action.FAIL, Action.STOP, Action.DENY, Action.ASK}),
+    "before_tool": frozenset({Action.FAIL, Action.STOP, Action.DENY, Action.ASK, Action.ALLOW}),
+    "permission_request": frozenset({Action.FAIL, Action.DENY, Action.ALLOW}),
     "after_tool": frozenset({Action.FAIL}),
     "after_result": frozenset({Action.FAIL}),
     "before_final": frozenset({Action.FAIL, Action.RETRY}),
 }
-_STANDS_IN: dict[str, type] = {"before_model": AssistantMessage, "before_tool": ToolResult}
+_STANDS_IN: dict[str, type] = {
+    "before_model": AssistantMessage,
+    "before_tool": ToolResult,
+    "permission_request": ToolResult,
+}
 
 
 def checked(point: str, d: Decision[T], family: object) -> Decision[T]:
@@ -148,9 +165,22 @@ class Hooks:
     async def before_tool(
         self, *, turn: Turn, call: ToolCall, approved: bool
     ) -> Decision[ToolCall | ToolResult]:
-        """After the permission check passed (`approved`: a person approved it), before the
-        call runs."""
+        """Before the permission rules judge a new call (as in Claude Code, where PreToolUse
+        runs before the permission prompt); a rewritten call is what the rules judge."""
         return go_on()
+
+    async def permission_request(
+        self, *, turn: Turn, call: ToolCall, reason: str
+    ) -> Decision[ToolCall | ToolResult]:
+        """A call needs a person's approval (`reason`: why); CONTINUE leaves it to them."""
+        return go_on()
+
+    async def waiting(self, *, turn: Turn, call: ToolCall, reason: str) -> None:
+        """The thread is about to wait for a person's approval of `call`."""
+
+    async def model_failed(self, *, turn: Turn, error: str, message: str) -> None:
+        """The thread is about to fail because the model API failed (`error`: its type, as
+        Claude Code's StopFailure names them: rate_limit, authentication_failed, ...)."""
 
     async def after_tool(
         self, *, turn: Turn, call: ToolCall, result: ToolResult
@@ -213,14 +243,36 @@ class HookSet(Hooks):
     async def before_tool(
         self, *, turn: Turn, call: ToolCall, approved: bool
     ) -> Decision[ToolCall | ToolResult]:
+        allowed: Decision[ToolCall | ToolResult] | None = None
         for h in self.inward:
             d = checked(
                 "before_tool", await h.before_tool(turn=turn, call=call, approved=approved), h
             )
-            if not d.goes_on:
-                return d
             call = _kept(d.value, call, ToolCall)
+            if d.action is Action.ALLOW:
+                allowed = d  # the families after it may still deny or ask
+            elif not d.goes_on:
+                return d
+        if allowed is not None:
+            return Decision(Action.ALLOW, call, allowed.reason, allowed.source)
         return go_on(call)
+
+    async def permission_request(
+        self, *, turn: Turn, call: ToolCall, reason: str
+    ) -> Decision[ToolCall | ToolResult]:
+        return await _first(
+            "permission_request",
+            self.inward,
+            lambda h: h.permission_request(turn=turn, call=call, reason=reason),
+        )
+
+    async def waiting(self, *, turn: Turn, call: ToolCall, reason: str) -> None:
+        for h in self.inward:
+            await h.waiting(turn=turn, call=call, reason=reason)
+
+    async def model_failed(self, *, turn: Turn, error: str, message: str) -> None:
+        for h in self.outward:
+            await h.model_failed(turn=turn, error=error, message=message)
 
     async def after_tool(
         self, *, turn: Turn, call: ToolCall, result: ToolResult

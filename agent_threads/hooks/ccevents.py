@@ -33,9 +33,7 @@ EVENT_TABLE: tuple[EventInfo, ...] = (
         "(source resume); plain stdout and additionalContext reach the model",
     ),
     EventInfo("UserPromptSubmit", True, None, "for every prompt that enters the thread"),
-    EventInfo(
-        "PreToolUse", True, _TOOL, "before each tool call, after the permission rules"
-    ),
+    EventInfo("PreToolUse", True, _TOOL, "before each tool call, after the permission rules"),
     EventInfo(
         "PermissionRequest",
         True,
@@ -62,22 +60,16 @@ EVENT_TABLE: tuple[EventInfo, ...] = (
         "agent_type",
         "instead of Stop, for a thread started by another thread's process",
     ),
-    EventInfo(
-        "StopFailure", True, "error", "when a thread fails because the model API failed"
-    ),
+    EventInfo("StopFailure", True, "error", "when a thread fails because the model API failed"),
     EventInfo("SessionEnd", True, "reason", "when a thread ends (reason other)"),
     EventInfo("PostToolBatch", False, None, "not yet: tool calls run one at a time here"),
     EventInfo("PreCompact", False, "trigger", "threads never compact their context"),
     EventInfo("PostCompact", False, "trigger", "threads never compact their context"),
     EventInfo("Setup", False, "trigger", "there is no --init or --maintenance run"),
     EventInfo("InstructionsLoaded", False, "load_reason", "threads load no CLAUDE.md files"),
-    EventInfo(
-        "UserPromptExpansion", False, "command_name", "threads have no slash commands"
-    ),
+    EventInfo("UserPromptExpansion", False, "command_name", "threads have no slash commands"),
     EventInfo("MessageDisplay", False, None, "nothing is displayed while a thread runs"),
-    EventInfo(
-        "PermissionDenied", False, _TOOL, "there is no auto mode classifier here"
-    ),
+    EventInfo("PermissionDenied", False, _TOOL, "there is no auto mode classifier here"),
     EventInfo("SubagentStart", False, "agent_type", "threads have no Agent tool"),
     EventInfo("TaskCreated", False, None, "threads have no task tools"),
     EventInfo("TaskCompleted", False, None, "threads have no task tools"),
