@@ -35,6 +35,8 @@ CONDITION_TIMEOUT_S = 1.0
 MAX_RECORD = 4000  # characters of a hook's output kept in the transcript
 MAX_CONTEXT = 10_000  # characters of a hook's context for the model, as in Claude Code
 _RANK = {"allow": 0, "ask": 1, "deny": 2}
+# Where Claude Code ignores exit 2 (PermissionRequest: only the `decision` object answers).
+EXIT_2_IGNORED = frozenset({"PermissionRequest", "Notification", "StopFailure", "SessionEnd"})
 _PLACEHOLDERS = ("CLAUDE_PROJECT_DIR", "CLAUDE_PLUGIN_ROOT", "CLAUDE_PLUGIN_DATA")
 
 
@@ -331,6 +333,8 @@ def _judge_claude(
     assert code is not None
     answer = _json_answer(stdout)
     said = _from_json(answer, hook.event) if isinstance(answer, dict) else None
+    if code == 2 and hook.event in EXIT_2_IGNORED:
+        return said or Say(reason=f"exit 2 is not a decision at {hook.event}: {stderr.strip()}")
     if code == 2:
         # Blocks whatever the JSON says; the reason is the JSON's block reason, else stderr.
         why = said.reason if said is not None and said.decision == "deny" else ""

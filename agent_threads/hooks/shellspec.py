@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agent_threads.hooks.ccevents import EVENTS as EVENT_INFO
 from agent_threads.permissions import Rule, rule_applies
 
 EVENTS = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "SessionStart", "SessionEnd")
@@ -57,6 +58,12 @@ class ShellHook:
     def applies(self, payload: Mapping[str, Any]) -> bool:
         """Whether this hook runs for an event whose stdin JSON is `payload`: its matcher
         against the event's matcher field, and its `if` rule on tool events."""
+        info = EVENT_INFO.get(self.event)
+        if self.claude and self.event not in TOOL_EVENTS and info is not None:
+            if info.matcher_field is None or self.matcher in (None, "", "*"):
+                return True
+            value = payload.get(info.matcher_field)
+            return isinstance(value, str) and _names_match(self.matcher or "", value)
         tool = payload.get("tool_name")
         arguments = payload.get("tool_input")
         return self.matches(
@@ -120,6 +127,17 @@ def matcher_matches(matcher: str | None, tool: str, arguments: Mapping[str, Any]
         return rule_applies(rule, tool, arguments)
     try:
         return re.fullmatch(text, tool) is not None
+    except re.error:
+        return False
+
+
+def _names_match(matcher: str, value: str) -> bool:
+    """Claude Code's matcher: exact names split on | or , when it has only name characters,
+    else an unanchored regular expression."""
+    if re.fullmatch(r"[A-Za-z0-9_\-, |]+", matcher):
+        return value in {n.strip() for n in re.split(r"[|,]", matcher)}
+    try:
+        return re.search(matcher, value) is not None
     except re.error:
         return False
 
