@@ -1,7 +1,7 @@
 """Claude Code's hook protocol at run time: real hook scripts, the real loop, in process.
 
-Each hook here is a script that behaves as the public ones do (bash with jq, python3 reading
-stdin): it reads the JSON Claude Code sends, writes what it saw to a file, and answers with
+Each hook here is a script that behaves as the public ones do (python3 or bash with jq
+reading stdin): it reads the JSON Claude Code sends, writes what it saw to a file, and answers with
 an exit code and JSON. The loop, the Bash tool and the hooks' subprocesses are real; only the
 model is a table and the journal a list.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -96,20 +97,22 @@ def cc(event: str, command: str, matcher: str | None = None, **kw: Any) -> Shell
     return ShellHook(event, command, matcher, 10_000, claude=True, **kw)
 
 
-# Saves its stdin as seen-<event>.json (appending one line per run), then answers as told by
-# the environment variable ANSWER_<event> ("exit CODE [json]").
-RECORDER = """#!/bin/bash
-input=$(cat)
-event=$(jq -r .hook_event_name <<<"$input")
-printf '%s\\n' "$input" >> "$CLAUDE_PROJECT_DIR/seen-$event.json"
-env | grep '^CLAUDE_' | sort > "$CLAUDE_PROJECT_DIR/env-$event.txt"
-answer_var="ANSWER_$event"
-answer="${!answer_var:-}"
-code=${answer%% *}
-json=${answer#* }
-[ "$json" != "$answer" ] && printf '%s' "$json"
-[ -n "$code" ] && echo "said $code" >&2 && exit "$code"
-exit 0
+# Saves its stdin as seen-<event>.json (appending one line per run) and its CLAUDE_*
+# variables, then answers as told by the environment variable ANSWER_<event>: "CODE [JSON]".
+RECORDER = """#!/usr/bin/env python3
+import json, os, sys
+raw = sys.stdin.read()
+event = json.loads(raw)["hook_event_name"]
+root = os.environ["CLAUDE_PROJECT_DIR"]
+with open(os.path.join(root, f"seen-{event}.json"), "a") as f:
+    f.write(raw + "\\n")
+with open(os.path.join(root, f"env-{event}.txt"), "w") as f:
+    f.writelines(f"{k}={v}\\n" for k, v in sorted(os.environ.items()) if k.startswith("CLAUDE_"))
+code, _, text = os.environ.get(f"ANSWER_{event}", "0").partition(" ")
+print(text, end="")
+if code != "0":
+    print(f"said {code}", file=sys.stderr)
+sys.exit(int(code))
 """
 
 
@@ -524,3 +527,37 @@ async def test_an_async_hook_cannot_block(tmp_path: Path) -> None:
     )
     await r.go()
     assert r.ran() == ["a"]
+
+
+# -- hooks as the public collections write them -------------------------------------------------
+
+needs_jq = pytest.mark.skipif(shutil.which("jq") is None, reason="jq missing: apt-get install jq")
+
+BLOCK_RM = """#!/bin/bash
+# The shape of the hooks reference's block-rm.sh: jq, then a deny decision as JSON.
+COMMAND=$(jq -r '.tool_input.command')
+if echo "$COMMAND" | grep -q 'rm -rf'; then
+  jq -n '{hookSpecificOutput: {hookEventName: "PreToolUse", permissionDecision: "deny",
+          permissionDecisionReason: "Destructive command blocked by hook"}}'
+else
+  exit 0
+fi
+"""
+
+
+@needs_jq
+@pytest.mark.anyio
+async def test_the_references_block_rm_hook_runs_unchanged(tmp_path: Path) -> None:
+    guard = script(tmp_path, "block-rm.sh", BLOCK_RM)
+    hook = cc("PreToolUse", '"$CLAUDE_PROJECT_DIR"/../hooks/block-rm.sh', "Bash")
+    assert Path(guard).exists()
+    r = setup(
+        tmp_path,
+        [bash("echo ok >> ran.txt", "t1"), bash("rm -rf ran.txt", "t2"), answer("done")],
+        [hook],
+        profile=Profile.from_json([{"allow": ["Bash"]}]),
+    )
+    await r.go()
+    assert r.ran() == ["ok"]
+    denied = [o for o in r.journal.of(ToolOutput) if o.status == "denied"]
+    assert len(denied) == 1 and "Destructive command blocked by hook" in denied[0].output
