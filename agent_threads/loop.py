@@ -471,12 +471,22 @@ async def run_loop(journal: Sink, cfg: LoopConfig, entries: list[Entry], turns: 
         saved.append(entry)
         return entry
 
-    turn = Turn(journal.thread_id, saved, save, turns)
-    run = _Run(journal, cfg, turn)
-    start = await cfg.hooks.session_start(turn=turn)
-    end = _failed(start) if start.action is Action.FAIL else None
-    while end is None:
-        end = await run.step()
-    if end.status in ("completed", "failed"):
-        await cfg.hooks.session_end(turn=turn, status=end.status)
+    try:
+        async with anyio.create_task_group() as background:
+            turn = Turn(journal.thread_id, saved, save, turns, background)
+            run = _Run(journal, cfg, turn)
+            start = await cfg.hooks.session_start(turn=turn)
+            end = _failed(start) if start.action is Action.FAIL else None
+            while end is None:
+                end = await run.step()
+            if end.status in ("completed", "failed"):
+                await cfg.hooks.session_end(turn=turn, status=end.status)
+            background.cancel_scope.cancel()  # as `claude -p` does: what is left is killed
+    except BaseExceptionGroup as group:
+        # The task group wraps what the loop raised (ThreadStopped, a hook's bug): callers
+        # get it as it was raised. Background work never raises (it logs).
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+    assert end is not None
     return end

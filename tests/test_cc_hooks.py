@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from agent_threads.hooks.base import HookSet
@@ -519,14 +520,55 @@ async def test_system_message_is_kept_for_the_person_not_the_model(tmp_path: Pat
 
 
 @pytest.mark.anyio
-async def test_an_async_hook_cannot_block(tmp_path: Path) -> None:
+async def test_an_async_hook_cannot_block_and_speaks_at_the_next_model_call(
+    tmp_path: Path,
+) -> None:
+    context = '{"hookSpecificOutput": {"additionalContext": "tests passed in the background"}}'
     r = setup(
         tmp_path,
-        [bash("echo a >> ran.txt"), answer("ok")],
-        [cc("PreToolUse", "echo no >&2; exit 2", run_async=True)],
+        [bash("echo a >> ran.txt", "t1"), bash("sleep 1", "t2"), answer("ok")],
+        [
+            cc("PreToolUse", "echo no >&2; exit 2", run_async=True),
+            cc("PostToolUse", f"sleep 0.3; echo '{context}'", "Bash", run_async=True),
+        ],
     )
     await r.go()
     assert r.ran() == ["a"]
+    # The first call's hook finished while the second call ran: the third model call reads it.
+    assert not any("tests passed" in str(m) for m in r.model.sent[1])
+    assert any("tests passed in the background" in str(m) for m in r.model.sent[2])
+
+
+@pytest.mark.anyio
+async def test_an_async_rewake_hook_that_exits_2_sends_the_model_back(tmp_path: Path) -> None:
+    r = setup(
+        tmp_path,
+        [bash("echo a", "t1"), answer("all good"), answer("fixed it")],
+        [
+            cc(
+                "PostToolUse",
+                "sleep 0.3; echo 'build broke' >&2; exit 2",
+                run_async=True,
+                async_rewake=True,
+            )
+        ],
+    )
+    assert (await r.go()).status == "completed"
+    assert len(r.model.sent) == 3
+    assert any("build broke" in str(m) for m in r.model.sent[2])
+
+
+@pytest.mark.anyio
+async def test_an_async_hook_still_running_at_the_end_is_killed(tmp_path: Path) -> None:
+    r = setup(
+        tmp_path,
+        [answer("ok")],
+        [cc("SessionStart", "sleep 30; touch late", run_async=True)],
+    )
+    with anyio.fail_after(10):
+        assert (await r.go()).status == "completed"
+    assert any("still running; killed" in n.text for n in r.journal.of(Note))
+    assert not (r.work / "late").exists()
 
 
 # -- hooks as the public collections write them -------------------------------------------------

@@ -20,6 +20,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from anyio.abc import TaskGroup
+
 from agent_threads.messages import AssistantMessage, Message, ToolCall, ToolResult
 from agent_threads.transcript import Body, Entry
 from state.threads import ThreadStatus
@@ -130,6 +132,9 @@ class Turn:
     entries: list[Entry]
     save: Save
     iteration: int = 0
+    # Work a family starts and collects at a later point (Claude Code's async hooks); all of
+    # it is cancelled when this run of the loop ends. None: run it in place.
+    background: TaskGroup | None = None
 
 
 class Hooks:

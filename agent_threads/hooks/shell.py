@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from agent_threads.hooks.base import Action, Decision, Hooks, Turn, go_on
 from agent_threads.hooks.cctranscript import TranscriptFile
-from agent_threads.hooks.shellrun import HookEvent, HookOutcome, run_hooks
+from agent_threads.hooks.shellrun import HookEvent, HookOutcome, run_hooks, run_one
 from agent_threads.hooks.shellspec import ShellHook
 from agent_threads.messages import AssistantMessage, ToolCall, ToolResult
 from agent_threads.transcript import (
@@ -65,12 +67,24 @@ class ShellSite:
     agent_type: str | None = None
 
 
+@dataclass
+class _Pending:
+    """An async hook running in the background; its run is saved at a later point."""
+
+    hook: ShellHook
+    extra: dict[str, Any]
+    done: anyio.Event = field(default_factory=anyio.Event)
+    run: HookRan | None = None
+
+
 class ShellHooks(Hooks):
     def __init__(self, hooks: Sequence[ShellHook], site: ShellSite) -> None:
-        self.hooks = tuple(hooks)
+        self.hooks = tuple(h for h in hooks if not h.run_async)
+        self.background = tuple(h for h in hooks if h.run_async)
         self.site = site
-        self.events = {h.event for h in self.hooks}
+        self.events = {h.event for h in hooks}
         self.transcript: TranscriptFile | None = None
+        self.pending: list[_Pending] = []
 
     def _event(self, turn: Turn, event: str, **kw: Any) -> HookEvent:
         return HookEvent(
@@ -99,12 +113,57 @@ class ShellHooks(Hooks):
         if ev.event not in self.events:
             return HookOutcome()
         self._sync(turn)
+        await self._start_background(turn, ev, extra)
         outcome = await run_hooks(self.hooks, ev)
         for run in outcome.runs:
             await turn.save(replace(run, **extra))
         for text in outcome.context:
             await turn.save(HookContext(ev.event, text))
         return outcome
+
+    async def _start_background(self, turn: Turn, ev: HookEvent, extra: dict[str, Any]) -> None:
+        """Start the async hooks of `ev` (Claude Code's `async: true`): they never block;
+        what they say reaches the model at the next model call."""
+        payload = ev.payload()
+        for hook in self.background:
+            if hook.event != ev.event or not hook.applies(payload):
+                continue
+            pending = _Pending(hook, extra)
+            self.pending.append(pending)
+
+            async def run(p: _Pending = pending) -> None:
+                try:
+                    p.run = await run_one(p.hook, ev)
+                except Exception:  # never take the thread down with it
+                    log.exception("async hook %s failed", p.hook.label)
+                finally:
+                    p.done.set()
+
+            if turn.background is None:
+                await run()
+            else:
+                turn.background.start_soon(run)
+
+    async def _collect(self, turn: Turn, *, wait_rewake: bool = False) -> bool:
+        """Save what finished async hooks said; True if an `asyncRewake` hook exited 2 (its
+        stderr is then in the context: the model must see it)."""
+        if wait_rewake:
+            for p in list(self.pending):
+                if p.hook.async_rewake:
+                    await p.done.wait()
+        woke = False
+        for p in [p for p in self.pending if p.done.is_set()]:
+            self.pending.remove(p)
+            if p.run is None:
+                continue
+            await turn.save(replace(p.run, **p.extra))
+            if p.run.context:
+                await turn.save(HookContext(p.run.event, p.run.context))
+            if p.hook.async_rewake and p.run.exit_code == 2:
+                woke = True
+                why = p.run.reason or p.run.output or "an async hook exited 2"
+                await turn.save(HookContext(p.run.event, why))
+        return woke
 
     async def session_start(self, *, turn: Turn) -> Decision[None]:
         """startup the first time; resume on later runs, for hooks in Claude Code's shape
@@ -113,7 +172,7 @@ class ShellHooks(Hooks):
             return go_on()
         again = _ran(turn, "SessionStart")
         hooks = [h for h in self.hooks if h.claude] if again else list(self.hooks)
-        if not any(h.event == "SessionStart" for h in hooks):
+        if not any(h.event == "SessionStart" for h in (*hooks, *self.background)):
             return go_on()
         if self.site.env_file is not None:
             self.site.env_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -125,6 +184,7 @@ class ShellHooks(Hooks):
             env_file=self.site.env_file,
         )
         self._sync(turn)
+        await self._start_background(turn, ev, {})
         outcome = await run_hooks(hooks, ev)
         for run in outcome.runs:
             await turn.save(run)
@@ -133,7 +193,9 @@ class ShellHooks(Hooks):
         return _stopped(outcome, "SessionStart")
 
     async def new_input(self, *, turn: Turn) -> Decision[None]:
-        """UserPromptSubmit for each prompt not yet seen; a block fails the thread."""
+        """UserPromptSubmit for each prompt not yet seen; a block fails the thread. Before
+        every model call: what async hooks said since is saved for the model to read."""
+        await self._collect(turn)
         if "UserPromptSubmit" not in self.events:
             return go_on()
         seen = {e.body.prompt_seq for e in turn.entries if isinstance(e.body, HookRan)}
@@ -259,6 +321,10 @@ class ShellHooks(Hooks):
         self, *, turn: Turn, answer: AssistantMessage
     ) -> Decision[AssistantMessage]:
         """Stop (SubagentStop): a block, or context, sends the model back to work."""
+        if await self._collect(turn, wait_rewake=True):
+            return Decision(
+                Action.RETRY, reason="an asyncRewake hook exited 2", source="asyncRewake"
+            )
         event = "SubagentStop" if self.site.agent_type is not None else "Stop"
         if event not in self.events:
             return go_on()
@@ -298,6 +364,10 @@ class ShellHooks(Hooks):
         await self._run(turn, ev)
 
     async def session_end(self, *, turn: Turn, status: ThreadStatus) -> None:
+        await self._collect(turn)
+        for p in self.pending:  # killed with the run, as `claude -p` kills them at teardown
+            await turn.save(Note(f"async hook {p.hook.label!r} was still running; killed"))
+        self.pending.clear()
         await self._notify(
             turn, "agent_completed", f"Thread {status}", f"thread t{turn.thread_id} {status}"
         )
