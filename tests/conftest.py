@@ -37,6 +37,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # SIGINT as a terminal gives it.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+# Likewise SIGHUP under nohup: a closed terminal's hangup must reach the tests' children as
+# it would from a terminal, while pytest itself still survives one.
+if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, lambda _sig, _frame: None)
 
 
 # A wait returns the moment its event happens, so a long limit costs nothing when all is
