@@ -196,7 +196,9 @@ class ShellHookError(ValueError):
 def _ms(value: Any, path: tuple[str | int, ...], seconds: bool) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         unit = "seconds" if seconds else "milliseconds"
-        raise ShellHookError(path, f"timeout must be a number of {unit} above 0, got {value!r}")
+        raise ShellHookError(
+            path, f"timeout must be a number of {unit} above 0, got {value!r}; write timeout: 30"
+        )
     ms = int(value * 1000) if seconds else int(value)
     return min(ms, MAX_TIMEOUT_MS)
 
@@ -282,13 +284,17 @@ class _Reader:
                 self.warn((*path, key), "field", f"not read: a matcher group has {_both()}")
         matcher = group.get("matcher")
         if matcher is not None and not isinstance(matcher, str):
-            raise ShellHookError((*path, "matcher"), f"matcher must be text, got {matcher!r}")
+            raise ShellHookError(
+                (*path, "matcher"),
+                f'matcher must be text, got {matcher!r}; write "matcher": "Edit|Write"',
+            )
         matcher = self._matcher(event, matcher, (*path, "matcher"))
         inner = group.get("hooks")
         if not isinstance(inner, list):
             raise ShellHookError(
                 (*path, "hooks"),
-                "hooks must be a list of handlers such as {type: command, command}",
+                f"hooks must be a list of handlers, got {inner!r}; write "
+                '"hooks": [{"type": "command", "command": "./check.sh"}]',
             )
         out = []
         for i, h in enumerate(inner):
@@ -325,38 +331,26 @@ class _Reader:
         """One handler; None when it never runs here (another type, an `if` that can never
         hold), which is then a warning."""
         if not isinstance(h, Mapping):
-            raise ShellHookError(where, f"must be a mapping with type and command, got {h!r}")
-        kind = h.get("type")
-        if kind is None:
-            self.warn(where, "field", "has no type (Claude Code requires one): read as a command")
-        elif not isinstance(kind, str) or kind not in ("command", *OTHER_HANDLER_TYPES):
             raise ShellHookError(
-                (*where, "type"),
-                f"type must be command, {', '.join(OTHER_HANDLER_TYPES)}, got {kind!r}",
+                where,
+                f"must be a mapping with type and command, got {h!r}; write "
+                '{"type": "command", "command": "./check.sh"}',
             )
-        elif kind != "command":
-            self.warn(
-                (*where, "type"), "type", f"{kind} hooks never run: {OTHER_HANDLER_TYPES[kind]}"
-            )
+        if not self._is_command(h, where):
             return None
-        command = _text(h, "command", where)
-        if command is None:
-            raise ShellHookError(where, "a command hook needs a command, e.g. command: ./check.sh")
-        args = h.get("args")
-        if args is not None and (
-            not isinstance(args, list) or not all(isinstance(a, str) for a in args)
-        ):
-            raise ShellHookError((*where, "args"), f"args must be a list of text, got {args!r}")
+        command, args = _command(h, where)
         timeout = h.get("timeout")
         default = CLAUDE_TIMEOUTS_MS.get(event, CLAUDE_TIMEOUT_MS)
         ms = default if timeout is None else _ms(timeout, (*where, "timeout"), True)
         if_rule = _text(h, "if", where)
         if if_rule is not None and (why := check_if(if_rule)) is not None:
-            raise ShellHookError((*where, "if"), f"if {why}, got {if_rule!r}")
+            raise ShellHookError((*where, "if"), f"if {why}, got {if_rule!r}; write one rule")
         flags = {key: h.get(key, False) for key in ("async", "asyncRewake")}
         for key, value in flags.items():
             if not isinstance(value, bool):
-                raise ShellHookError((*where, key), f"{key} must be true or false, got {value!r}")
+                raise ShellHookError(
+                    (*where, key), f"{key} must be true or false, got {value!r}; write true"
+                )
         self._fields(h, where)
         if args is not None and "/" not in command and len(command.split()) > 1:
             self.warn(
@@ -391,6 +385,25 @@ class _Reader:
             None if self.plugin is None else self.plugin.name,
         )
 
+    def _is_command(self, h: Mapping[str, Any], where: KeyPath) -> bool:
+        """Whether the handler is a command hook (no type is read as one); another type of
+        Claude Code's is a warning, any other type an error."""
+        kind = h.get("type")
+        if kind is None:
+            self.warn(where, "field", "has no type (Claude Code requires one): read as a command")
+            return True
+        if not isinstance(kind, str) or kind not in ("command", *OTHER_HANDLER_TYPES):
+            raise ShellHookError(
+                (*where, "type"),
+                f"type must be command, {', '.join(OTHER_HANDLER_TYPES)}, got {kind!r}; "
+                'write "type": "command"',
+            )
+        if kind != "command":
+            why = OTHER_HANDLER_TYPES[kind]
+            self.warn((*where, "type"), "type", f"{kind} hooks never run: {why}")
+            return False
+        return True
+
     def _fields(self, h: Mapping[str, Any], where: KeyPath) -> None:
         for key in h:
             if key in HANDLER_FIELDS_IGNORED:
@@ -402,6 +415,27 @@ class _Reader:
                     f"not read: not a field of a command hook "
                     f"({', '.join(HANDLER_FIELDS_USED)}, {', '.join(HANDLER_FIELDS_IGNORED)})",
                 )
+
+
+def _command(h: Mapping[str, Any], where: KeyPath) -> tuple[str, list[str] | None]:
+    """A command handler's `command` and `args` (exec form when given)."""
+    command = h.get("command")
+    if not isinstance(command, str) or not command.strip():
+        fix = "write the command as one string, or the program in command and its words in args"
+        if command is None:
+            raise ShellHookError(where, f"a command hook needs a command; {fix}")
+        raise ShellHookError(
+            (*where, "command"), f"command must be non-empty text, got {command!r}; {fix}"
+        )
+    args = h.get("args")
+    if args is not None and (
+        not isinstance(args, list) or not all(isinstance(a, str) for a in args)
+    ):
+        raise ShellHookError(
+            (*where, "args"),
+            f'args must be a list of text, got {args!r}; write "args": ["--fix", "src"]',
+        )
+    return command, args
 
 
 def _both() -> str:
@@ -457,13 +491,19 @@ def read_shell_hooks(
             )
             continue
         if not isinstance(entries, list):
-            raise ShellHookError((event,), f"{event} must be a list of hook entries")
+            raise ShellHookError(
+                (event,), f"{event} must be a list of hook entries, got {entries!r}; write [...]"
+            )
         reader = _Reader(source, plugin)
         found: list[ShellHook] = []
         for i, entry in enumerate(entries):
             path: tuple[str | int, ...] = (event, i)
             if not isinstance(entry, Mapping):
-                raise ShellHookError(path, f"must be a mapping with a command, got {entry!r}")
+                raise ShellHookError(
+                    path,
+                    f"must be a mapping, got {entry!r}; write a matcher group "
+                    '{"matcher": "Bash", "hooks": [{"type": "command", "command": "./check.sh"}]}',
+                )
             if "hooks" in entry:
                 found += reader.group(event, entry, path)
             else:
