@@ -39,6 +39,8 @@ examples:
   supervise stop 7 --grace 5
   supervise fires
   supervise hooks check hooks.yaml
+  supervise hooks check .claude/settings.json ./my-plugin   (Claude Code's: what runs, what not)
+  supervise run --settings .claude/settings.json --plugin ./my-plugin -- make test
   supervise examples ./demo           (example hook files, the quickstart, the systemd unit)
 state: $SUPERVISE_HOME (default $XDG_STATE_HOME/supervise, else ~/.local/state/supervise)
 `run` starts a daemon when none runs, unless SUPERVISE_AUTOSTART=0.
