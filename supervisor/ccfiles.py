@@ -185,7 +185,9 @@ def _claude_file(f: _Read, path: Path, plugin: Plugin | None) -> ClaudeHooks:
     """A settings file, or (with `plugin`) a plugin's hooks file: same format."""
     data = f.data
     if not isinstance(data, Mapping):
-        raise f.error((), f'must be a JSON object such as {{"hooks": {{}}}}, got {_kind(data)}')
+        raise f.error(
+            (), f'must be a JSON object, got {_kind(data)}; write {{"hooks": {{"Stop": [...]}}}}'
+        )
     warnings: list[ConfigWarning] = []
 
     def warn(key: KeyPath, kind: WarningKind, message: str) -> None:
@@ -322,7 +324,9 @@ def _manifest(
     man = _read(path, "plugin manifest")
     data = man.data
     if not isinstance(data, Mapping):
-        raise man.error((), f'must be a JSON object such as {{"name": "{root.name}"}}')
+        raise man.error(
+            (), f'must be a JSON object, got {_kind(data)}; write {{"name": "{root.name}"}}'
+        )
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         raise man.error(
@@ -352,7 +356,7 @@ def _named_hooks(man: _Read, root: Path, hooks: Any, sources: list[Path]) -> lis
         raise man.error(
             ("hooks",),
             "hooks must be a path such as ./config/hooks.json, a list of paths, or the hooks "
-            f"themselves, got {hooks!r}",
+            f'themselves, got {hooks!r}; write "hooks": "./hooks/more.json"',
         )
     warnings = []
     for i, rel in enumerate(named):

@@ -470,7 +470,11 @@ def read_shell_hooks(
     if data is None:
         return ShellHookSet()
     if not isinstance(data, Mapping):
-        raise ShellHookError((), "hooks must be a mapping of event name to a list of hooks")
+        raise ShellHookError(
+            (),
+            f"hooks must be a mapping of event name to a list of hooks, got {data!r}; write "
+            "hooks: {PreToolUse: [...]}",
+        )
     hooks: list[ShellHook] = []
     warnings: list[ConfigWarning] = []
     for event, entries in data.items():
