@@ -157,7 +157,7 @@ def is_settings(data: Any) -> bool:
     if not isinstance(data, Mapping):
         return False
     return isinstance(data.get("hooks"), Mapping) or any(
-        isinstance(k, str) and (k in SETTINGS_KEYS or k in CC_EVENTS) for k in data
+        isinstance(k, str) and k != "hooks" and (k in SETTINGS_KEYS or k in CC_EVENTS) for k in data
     )
 
 
@@ -202,7 +202,9 @@ def _claude_file(f: _Read, path: Path, plugin: Plugin | None) -> ClaudeHooks:
             extensions = _extensions(f, value, path)
         elif key == "disableAllHooks" and plugin is None:
             if not isinstance(value, bool):
-                raise f.error((key,), f"disableAllHooks must be true or false, got {value!r}")
+                raise f.error(
+                    (key,), f"disableAllHooks must be true or false, got {value!r}; write true"
+                )
             disabled = value
         elif isinstance(key, str) and key in CC_EVENTS:
             warn(
@@ -237,7 +239,10 @@ def _claude_file(f: _Read, path: Path, plugin: Plugin | None) -> ClaudeHooks:
 
 def _extensions(f: _Read, value: Any, path: Path) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
-        raise f.error(("extensions",), "extensions must be a list of paths or modules")
+        raise f.error(
+            ("extensions",),
+            f'extensions must be a list of paths or modules, got {value!r}; write ["stack.py"]',
+        )
     from supervisor.hookfile import anchor_extensions
 
     hf = anchor_extensions(HookFile(agent=AgentConfig(extensions=tuple(value))), path)
