@@ -11,6 +11,7 @@ read but not used is a `FileWarning` at its line.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,8 +217,10 @@ def _claude_file(f: _Read, path: Path, plugin: Plugin | None) -> ClaudeHooks:
         else:
             why = NOT_USED.get(str(key))
             if why is None:
-                reads = "hooks" if plugin else "hooks, disableAllHooks and extensions"
-                why = f"not read: supervise reads only {reads} from this file"
+                read = ("hooks",) if plugin else ("hooks", "disableAllHooks", "extensions")
+                close = difflib.get_close_matches(str(key), read, n=1)
+                why = f"not read: supervise reads only {', '.join(read)} from this file"
+                why += f"; did you mean {close[0]!r}?" if close else ""
             warn((key,), "key", why)
     try:
         read = read_shell_hooks(data.get("hooks"), str(path), plugin=plugin, strict_events=False)
