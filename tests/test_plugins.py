@@ -388,3 +388,23 @@ def test_plugins_and_a_real_settings_file_run_in_a_thread(env: Env, daemon: Daem
 def test_shell_hook_plugin_fields_round_trip() -> None:
     h = ShellHook("PreToolUse", "x", claude=True, plugin_root="/p", plugin_name="n", args=("a",))
     assert ShellHook.from_json(json.loads(json.dumps(h.to_json()))) == h
+
+
+def test_run_and_ask_take_a_settings_file_and_plugins_together(tmp_path: Path) -> None:
+    from supervisor.running import settings_hooks
+
+    root = plugin(tmp_path / "fmt", FORMAT_HOOKS)
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"env": {}, "hooks": {"Stop": [group("./stop.sh")]}}))
+    given, warned = settings_hooks(settings, [str(root)])
+    assert [(h.event, h.plugin_name) for h in given.shell] == [
+        ("Stop", None),
+        ("PostToolUse", "fmt"),
+    ]
+    assert warned == [
+        f"{settings}:1: warning: env: not applied: a thread's tools get the environment its "
+        "process was started with",
+        f"{root.resolve()}/hooks/hooks.json:2: warning: description: not used: Claude Code "
+        "shows it in its /hooks menu",
+    ]
+    assert settings_hooks(None, []) == (settings_hooks(None)[0], [])
