@@ -217,9 +217,9 @@ def _claude_file(f: _Read, path: Path, plugin: Plugin | None) -> ClaudeHooks:
         else:
             why = NOT_USED.get(str(key))
             if why is None:
-                read = ("hooks",) if plugin else ("hooks", "disableAllHooks", "extensions")
-                close = difflib.get_close_matches(str(key), read, n=1)
-                why = f"not read: supervise reads only {', '.join(read)} from this file"
+                known = ("hooks",) if plugin else ("hooks", "disableAllHooks", "extensions")
+                close = difflib.get_close_matches(str(key), known, n=1)
+                why = f"not read: supervise reads only {', '.join(known)} from this file"
                 why += f"; did you mean {close[0]!r}?" if close else ""
             warn((key,), "key", why)
     try:
