@@ -35,7 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Daemon, Env
 from fakes import RecordingRunner, completed
+from test_threads_e2e import hook_file, results, run_hooked, script, settled
 
 from agent_threads.hooks.base import HookSet
 from agent_threads.hooks.shell import ShellHooks, ShellSite
@@ -824,3 +826,36 @@ async def test_post_tool_use_gets_each_tools_response(tmp_path: Path) -> None:
     assert seen["Glob"]["tool_response"]["filenames"] == ["notes.txt"]
     assert seen["Grep"]["tool_response"]["mode"] == "content"
     assert seen["Grep"]["tool_response"]["content"] == "notes.txt:2:beta"
+
+
+# -- through the daemon ---------------------------------------------------------------------------
+
+
+def test_the_daemon_gives_glob_and_grep_the_threads_rules(env: Env, daemon: Daemon) -> None:
+    """A hook thread's Read deny hides a directory from its Glob and Grep (the daemon puts
+    the thread's rules in the tools' context), and the old `path` key still reads a file."""
+    write(env.work / "public/a.txt", "needle\n")
+    write(env.work / "private/b.txt", "needle\n")
+    turns = script(
+        env,
+        [
+            {"tool_calls": [{"name": "Glob", "arguments": {"pattern": "**/*.txt"}}]},
+            {"tool_calls": [{"name": "Grep", "arguments": {"pattern": "need[l]e"}}]},  # not itself
+            {"tool_calls": [{"name": "Read", "arguments": {"path": "public/a.txt"}}]},
+            {"content": "done"},
+        ],
+    )
+    perms = {"allow": ["Read"], "deny": [f"Read({env.work}/private/:*)"]}
+    hooks = hook_file(env, {"model": f"scripted:{turns.name}", "permissions": perms})
+    run_hooked(env, hooks)
+    t = settled(env, "t1", "completed")
+    glob, grep_, read = results(t)
+    assert glob["data"]["filenames"] == ["public/a.txt"] and "1 path left out" in glob["output"]
+    assert grep_["data"]["filenames"] == ["public/a.txt"]
+    assert read["data"]["file"] == {
+        "filePath": f"{env.work}/public/a.txt",
+        "content": "needle",
+        "numLines": 1,
+        "startLine": 1,
+        "totalLines": 1,
+    }
