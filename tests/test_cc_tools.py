@@ -491,9 +491,17 @@ async def test_grep_skips_gitignored_vcs_and_binary_files(ctx: ToolContext) -> N
     # From inside the repository, the ignore files above still count, as in ripgrep.
     r = await grep(ctx, "needle", path="sub")
     assert r.data and r.data["filenames"] == ["sub/other.txt"]
+    write(w / "sub/x.log", "needle\n")
+    r = await grep(ctx, "needle", path="sub")
+    assert r.data and r.data["filenames"] == ["sub/other.txt"]
+    # An ignored directory or file named on purpose is searched.
+    r = await grep(ctx, "needle", path="node_modules")
+    assert r.data and r.data["filenames"] == ["node_modules/x/i.js"]
+    r = await grep(ctx, "needle", path="a.log")
+    assert r.data and r.data["filenames"] == ["a.log"]
     # Glob does not read .gitignore (Claude Code's Glob finds ignored files too).
     r = await call(ctx, "Glob", pattern="**/*.log")
-    assert r.data and sorted(r.data["filenames"]) == ["a.log", "keep.log"]
+    assert r.data and sorted(r.data["filenames"]) == ["a.log", "keep.log", "sub/x.log"]
 
 
 @pytest.mark.anyio

@@ -23,6 +23,7 @@ what Read rules deny or ask for, supervise's state and the daemon's /proc entry.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import time
@@ -120,12 +121,14 @@ def _rules_hide(ctx: ToolContext, tool: str, root: Path) -> Callable[[str], bool
     return ctx.profile.hider(tool, str(root), where)
 
 
-def _shown(ctx: ToolContext, real: str) -> str:
-    """A path as the results show it: relative to the working directory when under it."""
-    cwd = os.path.realpath(ctx.cwd)
-    if real.startswith(cwd.rstrip("/") + "/"):
-        return real[len(cwd.rstrip("/")) + 1 :]
-    return real
+def _shown_from(ctx: ToolContext) -> Callable[[str], str]:
+    """How results show a real path: relative to the working directory when under it."""
+    inside = os.path.realpath(ctx.cwd).rstrip("/") + "/"
+
+    def shown(real: str) -> str:
+        return real[len(inside) :] if real.startswith(inside) else real
+
+    return shown
 
 
 def _withheld_note(walk: Walk) -> str:
@@ -177,7 +180,8 @@ class GlobTool(Tool):
         started = time.monotonic()
         found = await anyio.to_thread.run_sync(_glob, walk, rx, abandon_on_cancel=True)
         found.sort()
-        names = [_shown(ctx, real) for _, real in found[:MAX_GLOB_FILES]]
+        shown = _shown_from(ctx)
+        names = [shown(real) for _, real in found[:MAX_GLOB_FILES]]
         response = GlobResponse(
             durationMs=int((time.monotonic() - started) * 1000),
             numFiles=len(names),
@@ -384,24 +388,29 @@ class _Scan:
     skipped: int = 0  # too big
     read_bytes: int = 0
 
+    def __post_init__(self) -> None:
+        self.shown = _shown_from(self.ctx)
+
     def walk(self, walk: Walk) -> None:
-        for f in walk.files():
-            if not self.q.keep(f.rel, f.name):
-                continue
-            self._file(f, walk)
-            if self.read_bytes > MAX_TOTAL_BYTES:
-                walk.stopped = f"the search stopped after reading {MAX_TOTAL_BYTES >> 20} MiB"
-                return
+        with contextlib.closing(walk.files()) as files:  # closes its directories if we stop
+            for f in files:
+                if not self.q.keep(f.rel, f.name):
+                    continue
+                self._file(f, checked=True)
+                if self.read_bytes > MAX_TOTAL_BYTES:
+                    walk.stopped = f"the search stopped after reading {MAX_TOTAL_BYTES >> 20} MiB"
+                    return
 
     def one(self, path: Path) -> None:
         fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            self._file(Found(path.name, str(path), fd, path.name), None)
+            self._file(Found(path.name, str(path), fd, path.name), checked=False)
         finally:
             os.close(fd)
 
-    def _file(self, f: Found, walk: Walk | None) -> None:
-        read = _read(f, self.ctx, checked=walk is not None)
+    def _file(self, f: Found, *, checked: bool) -> None:
+        """Search one file (`checked`: the walk met it, so it is no protected path)."""
+        read = _read(f, self.ctx, checked=checked)
         if read is None:
             return
         data, mtime = read
@@ -412,7 +421,7 @@ class _Scan:
         hits = _matching_lines(self.q.rx, data, self.q.multiline)
         if not hits:
             return
-        shown = _shown(self.ctx, f.real)
+        shown = self.shown(f.real)
         self.files.append((mtime, shown))
         self.total_matches += len(hits)
         if self.q.mode == "count":

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,7 +77,7 @@ class Walk:
     _entries: int = 0
     _until: float = field(default=0.0, repr=False)
 
-    def files(self) -> Iterator[Found]:
+    def files(self) -> Generator[Found, None, None]:
         self._until = time.monotonic() + self.deadline_s
         off_limits = withheld(self.ctx.env)
         try:
@@ -171,7 +171,8 @@ class Walk:
 
     def _parent_ignores(self) -> list[_Ignores]:
         """The ignore files of the directories above the root, up to its git repository's
-        top (none outside a repository), as ripgrep reads them."""
+        top (none outside a repository), as ripgrep reads them; none if they leave out the
+        root itself, which was named to be searched."""
         chain: list[Path] = []
         for d in self.root.parents:
             chain.append(d)
@@ -190,7 +191,9 @@ class Walk:
                 out += _load_ignores(fd, "", above)
             finally:
                 os.close(fd)
-        return out
+        # A directory named on purpose is searched even if those files leave it out.
+        said = [s.spec.check_file(s.above).include for s in out]
+        return [] if [x for x in said if x is not None][-1:] == [True] else out
 
 
 def _load_ignores(fd: int, base: str, above: str = "") -> list[_Ignores]:
