@@ -112,6 +112,7 @@ class ThreadHost:
             process_id=info.process_id,
             output_path=output,
             sandbox=sandbox,
+            profile=profile,  # Glob and Grep leave out what its Read rules deny
         )
         ext = load_extensions(extensions, cwd)
         launcher = self._launcher(info, env, profile, limits, name, shell_hooks, ext.specs, sandbox)
