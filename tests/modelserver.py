@@ -203,9 +203,7 @@ def check_anthropic(server: ModelServer, payload: dict[str, Any]) -> tuple[int, 
             return _reject(
                 f"messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but "
                 f"found `{first}`. When `thinking` is enabled, a final `assistant` message must "
-                "start with a thinking block (preceeding the lastmost set of `tool_use` and "
-                "`tool_result` blocks). We recommend you include thinking blocks from previous "
-                "turns. To avoid this requirement, disable `thinking`."
+                "start with a thinking block."
             )
     return None
 

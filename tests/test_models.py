@@ -39,6 +39,7 @@ from agent_threads.transcript import (
     Entry,
     ToolOutput,
     UserText,
+    conversation,
     decode,
 )
 from state.entries import EntryRecord
@@ -686,3 +687,17 @@ async def test_a_thread_resumed_from_its_transcript_sends_its_thinking_back() ->
     assert reply.thinking == (Thinking(THINK[0]["thinking"], THINK[0]["signature"]),)
     blocks = server.requests[1]["json"]["messages"][1]["content"]
     assert [b["type"] for b in blocks] == ["thinking", "tool_use"]
+
+
+def test_old_transcripts_read_without_thinking_and_new_ones_keep_it() -> None:
+    old = {"content": "", "tool_calls": [{"id": "c1", "name": "Bash", "arguments": {}}]}
+    (before,) = conversation([decode(EntryRecord(1, "assistant", 1.0, old))])
+    assert isinstance(before, AssistantMessage) and before.thinking == []
+    kept = (Thinking("why", "sig"), Thinking(redacted="opaque"))
+    body = AssistantReply("", (ToolCall("c1", "Bash", {}),), "anthropic:c", None, "tool_use", kept)
+    again = decode(EntryRecord(2, "assistant", 2.0, json.loads(json.dumps(body.to_json()))))
+    assert again.body == body
+    assert body.to_json()["thinking"] == [
+        {"text": "why", "signature": "sig"},
+        {"redacted": "opaque"},
+    ]

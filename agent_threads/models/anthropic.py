@@ -282,24 +282,24 @@ class AnthropicModel:
             ModelTruncated: the server refused the larger max_tokens (an older model's limit).
         """
         asked = payload["max_tokens"]
-        payload["max_tokens"] = min(ROOM_CAP, asked * MORE_ROOM)
+        # Kept before asking: a transient failure retried from the start asks with it too.
+        self.max_tokens = payload["max_tokens"] = min(ROOM_CAP, asked * MORE_ROOM)
         try:
-            reply = await self._ask(payload)
+            return await self._ask(payload)
         except (TransientModelError, ModelAuthError, ModelRefused, ModelTruncated):
             raise
         except ModelError as exc:
+            self.max_tokens = asked
             raise ModelTruncated(
                 f"the reply was cut off at max_tokens {asked} and asking for "
                 f"{payload['max_tokens']} was refused: {exc}"
             ) from exc
-        self.max_tokens = payload["max_tokens"]
-        return reply
 
     async def _ask(self, payload: dict[str, Any]) -> Reply:
         if not self.stream:
             data = await self.endpoint.post(payload)
             if data.get("type") == "error":
-                raise stream_error(data.get("error", data))
+                raise stream_error(data.get("error", data), "in its reply")
             return _reply(
                 list(data.get("content") or []),
                 _usage(data.get("usage")),

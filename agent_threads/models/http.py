@@ -44,6 +44,8 @@ def _server_message(body: bytes) -> str:
         return str(err["message"])
     if isinstance(err, str):
         return err
+    if isinstance(data, dict) and isinstance(data.get("message"), str):
+        return str(data["message"])  # vLLM's `{"object": "error", "message": ...}`
     return text.strip()
 
 

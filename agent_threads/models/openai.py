@@ -2,6 +2,10 @@
 
 Also what Ollama, vLLM, llama.cpp's server and LM Studio speak: point `OPENAI_BASE_URL` at
 them. Streaming (server-sent events) by default; `SUPERVISE_STREAM=0` asks for one reply.
+Each server's own way of saying things is read as it is (tests/wire/SOURCES.md): streamed
+calls told apart by `id` when the `index` is reused or missing, a name repeated as "" in
+later deltas, error chunks in every server's form; and written so each accepts it:
+`tool_choice` said out loud, assistant content never null, arguments always an object.
 """
 
 from __future__ import annotations
@@ -285,7 +289,7 @@ class OpenAIModel:
 
     def _reply(self, data: dict[str, Any]) -> Reply:
         if data.get("error"):
-            raise stream_error(data["error"])
+            raise stream_error(data["error"], "in its reply")
         choices = data.get("choices") or []
         if not choices or not isinstance(choices[0], dict):
             raise ModelError(f"the reply has no choices: {json.dumps(data)[:300]}")

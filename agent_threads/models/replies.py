@@ -81,15 +81,16 @@ def _is_request_fault(error: Mapping[str, Any]) -> bool:
     return bool(kinds & _REQUEST_FAULTS)
 
 
-def stream_error(error: Any) -> ModelError:
+def stream_error(error: Any, where: str = "mid-stream") -> ModelError:
     """The error a mid-stream error event stands for (OpenAI's `{"error": {...}}` chunk,
-    Anthropic's `event: error`, llama.cpp's and vLLM's forms, a bare string)."""
+    Anthropic's `event: error`, llama.cpp's and vLLM's forms, a bare string); `where` says
+    where else it came (an error object in a 200 reply)."""
     if not isinstance(error, Mapping):
         message = str(error).strip() or "an error event without a message"
-        return TransientModelError(f"the server reported an error mid-stream: {_clip(message)}")
+        return TransientModelError(f"the server reported an error {where}: {_clip(message)}")
     message = str(error.get("message") or "").strip() or "an error event without a message"
     kind = str(error.get("type") or error.get("code") or "").strip()
-    text = f"the server reported an error mid-stream: {_clip(message, 500)}"
+    text = f"the server reported an error {where}: {_clip(message, 500)}"
     if kind:
         text += f" ({kind})"
     return ModelError(text) if _is_request_fault(error) else TransientModelError(text)
