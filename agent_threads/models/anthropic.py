@@ -149,6 +149,11 @@ def _explanation(details: Any) -> str:
     return ""
 
 
+def _index(data: Mapping[str, Any]) -> int:
+    index = data.get("index")
+    return index if isinstance(index, int) and not isinstance(index, bool) else 0
+
+
 @dataclass
 class _Stream:
     blocks: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -167,9 +172,9 @@ class _Stream:
             block = dict(data.get("content_block") or {})
             if block.get("type") in ("tool_use", "server_tool_use"):
                 block["input"] = ""  # the deltas bring it, as JSON text
-            self.blocks[int(data.get("index", 0))] = block
+            self.blocks[_index(data)] = block
         elif kind == "content_block_delta":
-            self._delta(self.blocks.setdefault(int(data.get("index", 0)), {}), data)
+            self._delta(self.blocks.setdefault(_index(data), {}), data)
         elif kind == "message_delta":
             delta = data.get("delta") or {}
             self.stop = delta.get("stop_reason") or self.stop
@@ -184,6 +189,7 @@ class _Stream:
         delta = data.get("delta") or {}
         kind = delta.get("type")
         if kind == "text_delta":
+            block.setdefault("type", "text")  # a delta whose block never started: text
             block["text"] = str(block.get("text") or "") + str(delta.get("text") or "")
         elif kind == "input_json_delta" and isinstance(block.get("input", ""), str):
             block["input"] = block.get("input", "") + str(delta.get("partial_json") or "")
