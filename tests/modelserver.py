@@ -237,16 +237,33 @@ def _offers_tools(payload: dict[str, Any], dialect: str) -> bool:
 
 
 def openai_events(turn: Turn, model: str, payload: dict[str, Any], dialect: str) -> list[Event]:
-    base: dict[str, Any] = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": model}
-    if dialect.startswith("ollama"):
-        base["system_fingerprint"] = "fp_ollama"
+    ollama = dialect.startswith("ollama")
+    base: dict[str, Any] = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1723024757,
+        "model": model,
+        "system_fingerprint": "fp_ollama" if ollama else "fp_2a322c9ffc",
+    }
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> Event:
-        if dialect.startswith("ollama"):  # every Ollama delta says role and content
+        if ollama:  # Go's ChunkChoice: no logprobs; every delta says role and content
             delta = {"role": "assistant", "content": "", **delta}
+            return None, {
+                **base,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+        if dialect == "llamacpp":  # choices first, each as finish_reason, index, delta
+            choice = {"finish_reason": finish, "index": 0, "delta": delta}
+            return None, {
+                "choices": [choice],
+                "created": base["created"],
+                "id": base["id"],
+                "model": model,
+                "system_fingerprint": "b1-a414a44",
+                "object": base["object"],
+            }
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        if dialect == "llamacpp":  # llama.cpp writes choices first, then the rest
-            return None, {"choices": [choice], **base}
         return None, {**base, "choices": [choice]}
 
     out: list[Event] = [chunk({"role": "assistant", "content": None if turn.refusal else ""})]

@@ -109,38 +109,76 @@ def _usage(data: Any, base: Usage | None = None) -> Usage | None:
     )
 
 
-def _tool_call(b: Mapping[str, Any]) -> ToolCall:
-    raw = b.get("input")
-    if isinstance(raw, str):  # streamed: the JSON text as it arrived
-        args, invalid = parse_arguments(raw)
-    else:
-        args, invalid = (raw, None) if isinstance(raw, dict) else ({}, json.dumps(raw))
-    return ToolCall(str(b.get("id")), str(b.get("name")), args, invalid)
+@dataclass
+class _Block:
+    """One content block: as it came whole, or as its deltas arrive."""
+
+    kind: str = ""
+    text: str = ""  # a text block's text, a thinking block's thinking
+    signature: str = ""
+    data: str | None = None  # a redacted_thinking block's
+    id: str = ""
+    name: str = ""
+    input: Any = None  # a tool_use block's object, or the JSON text its deltas bring
+
+    @classmethod
+    def of(cls, raw: Any, streamed: bool = False) -> _Block:
+        if not isinstance(raw, dict):
+            return cls()
+        kind = str(raw.get("type") or "")
+        block = cls(
+            kind,
+            str(raw.get("thinking" if kind == "thinking" else "text") or ""),
+            str(raw.get("signature") or ""),
+            str(raw.get("data") or "") if kind == "redacted_thinking" else None,
+            str(raw.get("id") or ""),
+            str(raw.get("name") or ""),
+            raw.get("input"),
+        )
+        if streamed and kind in ("tool_use", "server_tool_use"):
+            block.input = ""  # the deltas bring it, as JSON text
+        return block
+
+    def add(self, delta: Mapping[str, Any]) -> None:
+        kind = delta.get("type")
+        if kind == "text_delta":
+            self.kind = self.kind or "text"  # a delta whose block never started: text
+            self.text += str(delta.get("text") or "")
+        elif kind == "thinking_delta":
+            self.text += str(delta.get("thinking") or "")
+        elif kind == "signature_delta":
+            self.signature = str(delta.get("signature") or "")
+        elif kind == "input_json_delta":
+            sofar = self.input if isinstance(self.input, str) else ""
+            self.input = sofar + str(delta.get("partial_json") or "")
+        # citations_delta and delta types added later: nothing this adapter sends back
+
+    def call(self) -> ToolCall:
+        if isinstance(self.input, str):  # streamed: the JSON text as it arrived
+            args, invalid = parse_arguments(self.input)
+        elif isinstance(self.input, dict):
+            args, invalid = self.input, None
+        else:
+            args, invalid = {}, json.dumps(self.input)
+        return ToolCall(self.id, self.name, args, invalid)
 
 
-def _reply(content: Sequence[Any], usage: Usage | None, stop: str | None, why: str) -> Reply:
-    """A reply of these content blocks; unknown block types are skipped.
+def _reply(blocks: Sequence[_Block], usage: Usage | None, stop: str | None, why: str) -> Reply:
+    """A reply of these content blocks; block types not known here are skipped.
 
     Raises:
         ModelRefused: `stop_reason: refusal`.
     """
-    texts: list[str] = []
-    calls: list[ToolCall] = []
-    thinking: list[Thinking] = []
-    for b in content:
-        kind = b.get("type") if isinstance(b, dict) else None
-        if kind == "text":
-            texts.append(str(b.get("text") or ""))
-        elif kind == "tool_use":
-            calls.append(_tool_call(b))
-        elif kind == "thinking":
-            thinking.append(Thinking(str(b.get("thinking") or ""), str(b.get("signature") or "")))
-        elif kind == "redacted_thinking":
-            thinking.append(Thinking(redacted=str(b.get("data") or "")))
-    text = "".join(texts)
+    text = "".join(b.text for b in blocks if b.kind == "text")
     if stop == "refusal":
         raise refused(f"stop_reason: refusal{f', {why}' if why else ''}", text)
-    return Reply(text, tuple(calls), usage, stop, tuple(thinking))
+    calls = tuple(b.call() for b in blocks if b.kind == "tool_use")
+    thinking = tuple(
+        Thinking(b.text, b.signature) if b.kind == "thinking" else Thinking(redacted=b.data)
+        for b in blocks
+        if b.kind in ("thinking", "redacted_thinking")
+    )
+    return Reply(text, calls, usage, stop, thinking)
 
 
 def _explanation(details: Any) -> str:
@@ -156,7 +194,7 @@ def _index(data: Mapping[str, Any]) -> int:
 
 @dataclass
 class _Stream:
-    blocks: dict[int, dict[str, Any]] = field(default_factory=dict)
+    blocks: dict[int, _Block] = field(default_factory=dict)
     usage: Usage | None = None
     stop: str | None = None
     why: str = ""
@@ -169,12 +207,9 @@ class _Stream:
         if kind == "message_start":
             self.usage = _usage((data.get("message") or {}).get("usage"))
         elif kind == "content_block_start":
-            block = dict(data.get("content_block") or {})
-            if block.get("type") in ("tool_use", "server_tool_use"):
-                block["input"] = ""  # the deltas bring it, as JSON text
-            self.blocks[_index(data)] = block
+            self.blocks[_index(data)] = _Block.of(data.get("content_block"), streamed=True)
         elif kind == "content_block_delta":
-            self._delta(self.blocks.setdefault(_index(data), {}), data)
+            self.blocks.setdefault(_index(data), _Block()).add(data.get("delta") or {})
         elif kind == "message_delta":
             delta = data.get("delta") or {}
             self.stop = delta.get("stop_reason") or self.stop
@@ -184,26 +219,11 @@ class _Stream:
             self.done = True
         # ping, content_block_stop, and event types added later: nothing to keep
 
-    @staticmethod
-    def _delta(block: dict[str, Any], data: dict[str, Any]) -> None:
-        delta = data.get("delta") or {}
-        kind = delta.get("type")
-        if kind == "text_delta":
-            block.setdefault("type", "text")  # a delta whose block never started: text
-            block["text"] = str(block.get("text") or "") + str(delta.get("text") or "")
-        elif kind == "input_json_delta" and isinstance(block.get("input", ""), str):
-            block["input"] = block.get("input", "") + str(delta.get("partial_json") or "")
-        elif kind == "thinking_delta":
-            block["thinking"] = str(block.get("thinking") or "") + str(delta.get("thinking") or "")
-        elif kind == "signature_delta":
-            block["signature"] = str(delta.get("signature") or "")
-        # citations_delta and delta types added later: nothing this adapter sends back
-
     def reply(self) -> Reply:
         if not self.done:
             raise TransientModelError("the reply stream ended before message_stop")
-        content = [self.blocks[i] for i in sorted(self.blocks)]
-        return _reply(content, self.usage, self.stop, self.why)
+        blocks = [self.blocks[i] for i in sorted(self.blocks)]
+        return _reply(blocks, self.usage, self.stop, self.why)
 
 
 class AnthropicModel:
@@ -307,7 +327,7 @@ class AnthropicModel:
             if data.get("type") == "error":
                 raise stream_error(data.get("error", data), "in its reply")
             return _reply(
-                list(data.get("content") or []),
+                [_Block.of(b) for b in data.get("content") or []],
                 _usage(data.get("usage")),
                 data.get("stop_reason"),
                 _explanation(data.get("stop_details")),

@@ -155,21 +155,20 @@ class _Partial:
             delta = choice.get("delta") or {}
             self.text.append(_text(delta.get("content")))
             self.refusal.append(_text(delta.get("refusal")))
-            seen: set[int] = set()
+            seen: set[int | None] = set()
             for tc in delta.get("tool_calls") or []:
                 if isinstance(tc, dict):
                     self._tool_delta(tc, seen)
 
-    def _tool_delta(self, tc: dict[str, Any], seen: set[int]) -> None:
+    def _tool_delta(self, tc: dict[str, Any], seen: set[int | None]) -> None:
         index = tc.get("index")
         index = index if isinstance(index, int) and not isinstance(index, bool) else None
         id_ = _text(tc.get("id"))
         fn = tc.get("function") or {}
         name = _text(fn.get("name"))  # LM Studio repeats it as "" in every later delta
-        slot = self.by_index.get(index) if index is not None else None
-        if index is None and self.calls:
-            slot = self.calls[-1]
-        if slot is None or slot.starts_another(id_, name, index is not None and index in seen):
+        # No index: the call the last delta was for (Ollama before v0.4.7).
+        slot = self.by_index.get(index) if index is not None else self.last
+        if slot is None or slot.starts_another(id_, name, index in seen):
             slot = _Slot()
             self.calls.append(slot)
         if index is not None:
@@ -178,6 +177,10 @@ class _Partial:
         slot.id = slot.id or id_
         slot.name = slot.name or name
         slot.arguments += _arguments(fn.get("arguments"))
+
+    @property
+    def last(self) -> _Slot | None:
+        return self.calls[-1] if self.calls else None
 
     @property
     def empty(self) -> bool:
