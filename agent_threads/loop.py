@@ -64,7 +64,7 @@ from agent_threads.transcript import (
     next_step,
 )
 from state.threads import ThreadStatus
-from supervise.errors import ModelAuthError, ModelError, TransientModelError
+from supervise.errors import ModelAuthError, ModelError, ModelTruncated, TransientModelError
 
 log = logging.getLogger("supervise.threads")
 
@@ -152,6 +152,8 @@ def failure_kind(exc: ModelError) -> str:
     text = str(exc).lower()
     if isinstance(exc, ModelAuthError):
         return "authentication_failed"
+    if isinstance(exc, ModelTruncated):
+        return "max_output_tokens"
     if "429" in text or "rate limit" in text or "rate_limit" in text:
         return "rate_limit"
     if "overloaded" in text or "529" in text:
@@ -161,6 +163,17 @@ def failure_kind(exc: ModelError) -> str:
     if "not found" in text or "404" in text:
         return "model_not_found"
     return "invalid_request" if "400" in text else "unknown"
+
+
+def invalid_call(sent: str) -> str:
+    """What the model is told of a call whose arguments were not a JSON object: what it sent."""
+    quoted = repr(sent) if len(sent) <= 600 else f"{sent[:300]!r} … {sent[-200:]!r}"
+    return (
+        f"This call was not run: its arguments are not a complete JSON object. You sent "
+        f"{len(sent)} characters: {quoted}. If your reply was cut off at the output limit, "
+        "make the call smaller (a large file in several steps); otherwise send the arguments "
+        "again as one JSON object."
+    )
 
 
 def _failed(d: Decision[Any]) -> LoopEnd:
@@ -296,7 +309,7 @@ class _Run:
 
     async def save_reply(self, reply: Reply, model: str) -> None:
         body = AssistantReply(
-            reply.content, reply.tool_calls, model, reply.usage, reply.stop_reason
+            reply.content, reply.tool_calls, model, reply.usage, reply.stop_reason, reply.thinking
         )
         await self.turn.save(body)
         self.turn.iteration += 1
@@ -320,8 +333,7 @@ class _Run:
             await self.result(call, Observation(text, is_error=True), "error")
             return None
         if call.invalid is not None:
-            text = f"The arguments were not a JSON object: {call.invalid[:500]!r}. Send an object."
-            await self.result(call, Observation(text, is_error=True), "error")
+            await self.result(call, Observation(invalid_call(call.invalid), is_error=True), "error")
             return None
         call = self.prepared(call)
         sent = call.arguments
@@ -455,7 +467,7 @@ class _Run:
 
 def _reply_of(msg: AssistantMessage) -> Reply:
     calls = tuple(ToolCall(c.id, c.name, dict(c.arguments), c.invalid) for c in msg.tool_calls)
-    return Reply(msg.content or "", calls)
+    return Reply(msg.content or "", calls, thinking=tuple(msg.thinking))
 
 
 async def run_loop(journal: Sink, cfg: LoopConfig, entries: list[Entry], turns: int) -> LoopEnd:
