@@ -12,6 +12,7 @@ arrives in `LoopConfig`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -139,9 +140,14 @@ def kill_leftover(pgid: int, when: float | None) -> bool:
     return True
 
 
-def describe_call(call: ToolCall) -> str:
-    """What a waiting thread wants to run, for `ps` and the approve prompt."""
+def describe_call(call: ToolCall, cwd: Path | None = None) -> str:
+    """What a waiting thread wants to run, for `ps` and the approve prompt. A path under
+    `cwd` is shown relative to it: `ps` cuts the text to its column, and the file name is
+    what a person needs to see."""
     subj = subject(call.name, call.arguments)
+    if subj is not None and cwd is not None and subj.startswith("/"):
+        with contextlib.suppress(ValueError):
+            subj = str(Path(subj).relative_to(cwd))
     text = subj if subj is not None else json.dumps(call.arguments, ensure_ascii=False)
     text = " ".join(text.split())
     return f"{call.name}({text[:200] + '…' if len(text) > 200 else text})"
@@ -211,7 +217,9 @@ class _Run:
         if isinstance(step, Interrupted):
             await self.interrupted(step.call)
         elif isinstance(step, AwaitApproval):
-            return LoopEnd("waiting_approval", waiting=describe_call(step.call))
+            return LoopEnd(
+                "waiting_approval", waiting=describe_call(step.call, self.cfg.ctx.cwd)
+            )
         elif isinstance(step, RefuseCall):
             why = f": {step.reason}" if step.reason else ""
             text = f"A person denied this call{why}. Do not retry it as is."
@@ -417,7 +425,7 @@ class _Run:
         changed = dict(call.arguments) if call.arguments != sent else None
         await self.turn.save(Approval(call.id, call.name, "ask", by, reason, rule, changed))
         await self.hooks.waiting(turn=self.turn, call=call, reason=reason)
-        return LoopEnd("waiting_approval", waiting=describe_call(call))
+        return LoopEnd("waiting_approval", waiting=describe_call(call, self.cfg.ctx.cwd))
 
     def prepared(self, call: ToolCall) -> ToolCall:
         """`call` with its arguments as rules, hooks and the tool see them (`Tool.prepare`)."""

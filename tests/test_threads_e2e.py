@@ -168,8 +168,8 @@ def test_ask_waits_then_approve_runs_it(env: Env, daemon: Daemon) -> None:
     run_hooked(env, hooks)
     t = settled(env, "t1")
     assert t["status"] == "waiting_approval"
-    assert t["waiting"] == f"Write({env.work}/out.txt)"  # as rules and hooks see it
-    assert "Write(/" in env.cli("ps").stdout  # the absolute path, cut to the column
+    assert t["waiting"] == "Write(out.txt)"
+    assert "Write(out.txt)" in env.cli("ps").stdout
     assert not (env.work / "out.txt").exists()
     r = env.cli("approve", "t1", check=True)
     assert "approved Write(out.txt)" in r.stdout
