@@ -217,9 +217,7 @@ class _Run:
         if isinstance(step, Interrupted):
             await self.interrupted(step.call)
         elif isinstance(step, AwaitApproval):
-            return LoopEnd(
-                "waiting_approval", waiting=describe_call(step.call, self.cfg.ctx.cwd)
-            )
+            return LoopEnd("waiting_approval", waiting=describe_call(step.call, self.cfg.ctx.cwd))
         elif isinstance(step, RefuseCall):
             why = f": {step.reason}" if step.reason else ""
             text = f"A person denied this call{why}. Do not retry it as is."
