@@ -104,7 +104,10 @@ async def run_command(
     if sandbox is not None:
         argv = [*sandbox.prefix(cwd), *argv]
     started = time.monotonic()
-    proc = await _start(argv, cwd, env, piped_stdin=stdin is not None, merge=merge_stderr)
+    # Shielded: a cancel landing while the process is being created would leave it running
+    # (and unreaped) with nobody holding it; once started, the finally below ends it.
+    with anyio.CancelScope(shield=True):
+        proc = await _start(argv, cwd, env, piped_stdin=stdin is not None, merge=merge_stderr)
     out, err = _Bounded(max_output), _Bounded(max_output)
     try:
         if on_spawn is not None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agent_threads.command import MAX_OUTPUT, Completed, Confinement, OnSpawn
+from agent_threads.messages import AssistantMessage, Message, Reply, ToolSpec
+from agent_threads.transcript import Body, Entry
 
 
 def completed(
@@ -72,3 +75,51 @@ class RecordingRunner:
         if not self.results:
             raise AssertionError(f"RecordingRunner: no scripted result left for {call.argv}")
         return self.results.pop(0)
+
+
+class Ticks:
+    """A clock that moves only when read (every read moves it one second)."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        self.now += 1
+        return self.now
+
+
+@dataclass
+class MemoryJournal:
+    """The loop's sink as a list (state/ has its own tests; these are about the loop)."""
+
+    thread_id: int = 1
+    saved: list[Entry] = field(default_factory=list)
+    clock: Callable[[], float] = field(default_factory=Ticks)
+
+    def append(self, body: Body) -> Entry:
+        entry = Entry(len(self.saved) + 1, self.clock(), body)
+        self.saved.append(entry)
+        return entry
+
+    def of(self, kind: type[Any]) -> list[Any]:
+        return [e.body for e in self.saved if isinstance(e.body, kind)]
+
+
+@dataclass
+class TableModel:
+    """Replies from a table: reply n answers the conversation with n earlier replies, so a
+    resumed thread gets the same reply again (as the scripted model does)."""
+
+    replies: Sequence[Reply]
+    sent: list[list[Message]] = field(default_factory=list)
+    name: str = "table:test"
+    fail: Exception | None = None  # raised by every call instead of a reply
+
+    async def complete(
+        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> Reply:
+        if self.fail is not None:
+            raise self.fail
+        self.sent.append(list(messages))
+        n = sum(1 for m in messages if isinstance(m, AssistantMessage))
+        return self.replies[n] if n < len(self.replies) else Reply("(end of table)")

@@ -13,25 +13,24 @@ import os
 import shutil
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from fakes import MemoryJournal, TableModel
 
 from agent_threads.hooks.base import HookSet
 from agent_threads.hooks.shell import ShellHooks, ShellSite
 from agent_threads.hooks.shellspec import ShellHook
 from agent_threads.loop import LoopConfig, LoopEnd, run_loop
-from agent_threads.messages import AssistantMessage, Message, Reply, ToolCall, ToolSpec, Usage
+from agent_threads.messages import Reply, ToolCall, Usage
 from agent_threads.permissions import Profile
 from agent_threads.tools.base import ToolContext
 from agent_threads.tools.bash import BashTool
 from agent_threads.transcript import (
     Approval,
-    Body,
-    Entry,
     HookContext,
     HookRan,
     Note,
@@ -44,37 +43,6 @@ from supervise.errors import ModelAuthError
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@dataclass
-class Journal:
-    thread_id: int = 7
-    saved: list[Entry] = field(default_factory=list)
-
-    def append(self, body: Body) -> Entry:
-        entry = Entry(len(self.saved) + 1, 1_700_000_000.0 + len(self.saved), body)
-        self.saved.append(entry)
-        return entry
-
-    def of(self, kind: type[Any]) -> list[Any]:
-        return [e.body for e in self.saved if isinstance(e.body, kind)]
-
-
-@dataclass
-class Table:
-    replies: Sequence[Reply]
-    sent: list[list[Message]] = field(default_factory=list)
-    name: str = "table:cc"
-    fail: Exception | None = None
-
-    async def complete(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
-    ) -> Reply:
-        if self.fail is not None:
-            raise self.fail
-        self.sent.append(list(messages))
-        n = sum(1 for m in messages if isinstance(m, AssistantMessage))
-        return self.replies[n] if n < len(self.replies) else Reply("(end of table)")
 
 
 def bash(command: str, call_id: str = "toolu_1") -> Reply:
@@ -119,8 +87,8 @@ sys.exit(int(code))
 
 @dataclass
 class Run:
-    journal: Journal
-    model: Table
+    journal: MemoryJournal
+    model: TableModel
     cfg: LoopConfig
     work: Path
 
@@ -166,9 +134,9 @@ def setup(
         model="table:cc",
         agent_type=agent_type,
     )
-    journal = Journal()
+    journal = MemoryJournal(7)
     journal.append(UserText("look at it"))
-    model = Table(replies)
+    model = TableModel(replies, name="table:cc")
     ctx = ToolContext(thread_id=7, cwd=work, env={**env, "BASH_ENV": str(env_file)})
     cfg = LoopConfig(
         model=model,

@@ -29,14 +29,13 @@ import shutil
 import stat
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import Daemon, Env
-from fakes import RecordingRunner, completed
+from fakes import MemoryJournal, RecordingRunner, TableModel, completed
 from test_threads_e2e import hook_file, results, run_hooked, script, settled
 
 from agent_threads.hooks.base import HookSet
@@ -44,14 +43,14 @@ from agent_threads.hooks.shell import ShellHooks, ShellSite
 from agent_threads.hooks.shellspec import ShellHook, matcher_matches
 from agent_threads.hooks.system import SystemHookConfig, collect_system_hooks
 from agent_threads.loop import LoopConfig, run_loop
-from agent_threads.messages import AssistantMessage, Message, Reply, ToolCall, ToolSpec, Usage
+from agent_threads.messages import Reply, ToolCall, Usage
 from agent_threads.permissions import Profile, Where
 from agent_threads.tools.base import ToolContext, ToolResult
 from agent_threads.tools.bash import BashArgs, BashTool
 from agent_threads.tools.registry import MAX_OUTPUT_CHARS, call_tool, default_tools
 from agent_threads.tools.responses import MAX_DATA_CHARS, structured_patch
 from agent_threads.tools.walk import Walk, compile_glob, split_pattern
-from agent_threads.transcript import Body, Entry, HookRan, ToolOutput, UserText
+from agent_threads.transcript import HookRan, ToolOutput, UserText
 
 
 @pytest.fixture
@@ -678,32 +677,6 @@ def test_the_sensitive_file_reminder_reads_file_path() -> None:
 # -- real hook scripts on the real loop ----------------------------------------------------------
 
 
-@dataclass
-class Journal:
-    thread_id: int = 7
-    saved: list[Entry] = field(default_factory=list)
-
-    def append(self, body: Body) -> Entry:
-        entry = Entry(len(self.saved) + 1, 1_700_000_000.0 + len(self.saved), body)
-        self.saved.append(entry)
-        return entry
-
-    def of(self, kind: type[Any]) -> list[Any]:
-        return [e.body for e in self.saved if isinstance(e.body, kind)]
-
-
-@dataclass
-class Table:
-    replies: Sequence[Reply]
-    name: str = "table:tools"
-
-    async def complete(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
-    ) -> Reply:
-        n = sum(1 for m in messages if isinstance(m, AssistantMessage))
-        return self.replies[n] if n < len(self.replies) else Reply("(end of table)")
-
-
 def tool_call(name: str, call_id: str, **args: Any) -> Reply:
     return Reply("", (ToolCall(call_id, name, args),), Usage(3, 1))
 
@@ -761,13 +734,13 @@ async def test_a_real_env_guard_blocks_edit_of_env_through_file_path(tmp_path: P
         tool_call("Edit", "toolu_3", file_path="app.py", old_string="x = 1", new_string="x = 2"),
         Reply("done", (), Usage(3, 1)),
     ]
-    journal = Journal()
+    journal = MemoryJournal(7)
     journal.append(UserText("tidy up"))
     tools = {n: TOOLS[n] for n in ("Read", "Write", "Edit")}
     ctx = ToolContext(thread_id=7, cwd=work, env=env)
     site = ShellSite(work, env, "test-hook", transcript_path=tmp_path / "t7.jsonl")
     cfg = LoopConfig(
-        model=Table(replies),
+        model=TableModel(replies, name="table:tools"),
         tools=tools,
         profile=Profile.from_json([{"allow": ["Read", "Write", "Edit"]}]),
         ctx=ctx,
@@ -810,10 +783,10 @@ async def test_post_tool_use_gets_each_tools_response(tmp_path: Path) -> None:
         tool_call("Grep", "p", pattern="beta", output_mode="content"),
         Reply("done", (), Usage(3, 1)),
     ]
-    journal = Journal()
+    journal = MemoryJournal(7)
     journal.append(UserText("look"))
     cfg = LoopConfig(
-        model=Table(replies),
+        model=TableModel(replies, name="table:tools"),
         tools={n: TOOLS[n] for n in ("Read", "Bash", "Glob", "Grep")},
         profile=Profile.from_json([{"allow": ["Read", "Bash"]}]),
         ctx=ToolContext(thread_id=7, cwd=work, env=env),

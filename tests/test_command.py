@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
+import psutil
 import pytest
 from test_sandbox import needs_bwrap
 
@@ -162,6 +164,23 @@ async def test_a_cancel_from_outside_kills_the_group(tmp_path: Path) -> None:
     # still killed the group and closed the pipes.
     assert finished == [] and open_fds() == fds
     await all_gone(started.pids)
+
+
+@pytest.mark.anyio
+async def test_a_cancel_while_the_process_starts_leaves_nothing_running_or_unreaped(
+    tmp_path: Path,
+) -> None:
+    # A cancel can land anywhere in process creation (an async hook cancelled with its
+    # thread did): after 0, 1, 2, ... scheduling points, one of which is inside it.
+    before = {p.pid for p in psutil.Process().children()}
+    for points in range(40):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: sh("sleep 30", tmp_path, deadline_s=600))
+            for _ in range(points):
+                await anyio.lowlevel.checkpoint()
+            tg.cancel_scope.cancel()
+        left = [p for p in psutil.Process().children() if p.pid not in before]
+        assert left == [], (points, [(p.pid, p.status()) for p in left])  # zombie: unreaped
 
 
 @pytest.mark.anyio

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import RecordingRunner, completed
+from fakes import MemoryJournal, RecordingRunner, TableModel, completed
 
 from agent_threads.command import Completed
 from agent_threads.hooks.base import (
@@ -30,11 +30,9 @@ from agent_threads.hooks.base import (
 from agent_threads.loop import LoopConfig, LoopEnd, run_loop
 from agent_threads.messages import (
     AssistantMessage,
-    Message,
     Reply,
     ToolCall,
     ToolResult,
-    ToolSpec,
     Usage,
 )
 from agent_threads.permissions import Profile
@@ -43,55 +41,12 @@ from agent_threads.tools.bash import BashTool
 from agent_threads.transcript import (
     Approval,
     Body,
-    Entry,
     ToolOutput,
     UserText,
 )
 from state.threads import ThreadStatus
 
 # -- the fakes, passed in as attributes ------------------------------------------------------
-
-
-class Clock:
-    """A clock that moves only when told (every read moves it one second)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        self.now += 1
-        return self.now
-
-
-@dataclass
-class MemoryJournal:
-    """The loop's sink as a list (state/ has its own tests; these are about the loop)."""
-
-    thread_id: int = 1
-    saved: list[Entry] = field(default_factory=list)
-    clock: Clock = field(default_factory=Clock)
-
-    def append(self, body: Body) -> Entry:
-        entry = Entry(len(self.saved) + 1, self.clock(), body)
-        self.saved.append(entry)
-        return entry
-
-
-@dataclass
-class TableModel:
-    """Replies from a table: reply n answers the conversation with n earlier replies, so a
-    resumed thread gets the same reply again (as the scripted model does)."""
-
-    replies: Sequence[Reply]
-    sent: list[list[Message]] = field(default_factory=list)
-    name: str = "table:test"
-
-    async def complete(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
-    ) -> Reply:
-        self.sent.append(list(messages))
-        n = sum(1 for m in messages if isinstance(m, AssistantMessage))
-        return self.replies[n] if n < len(self.replies) else Reply("(end of table)")
 
 
 class BashRunner(RecordingRunner):
