@@ -5,12 +5,16 @@ the process's end go in ONE transaction, so a daemon killed at any instant and r
 neither misses nor repeats a fire. Whether a fire spawns, is refused or is dropped is decided
 by the caller's `planner` (supervisor/limits.py decides; state/ only stores), run inside the
 transaction on what it holds: the counters and the keys already recorded.
+
+With an end, the caller's `restart` planner (supervisor/restarts.py decides) is asked first,
+on the chain's history read in the same transaction, whether a next run follows; that run
+is recorded there too (state/runs.py), so an exit is restarted once, whenever the daemon dies.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from sqlalchemy import bindparam, select
@@ -21,6 +25,7 @@ from state.counters import Counter, counters_in, save_counters
 from state.db import Store
 from state.processes import ProcessEnd, TailState
 from state.ratelimit import Rate
+from state.runs import NextRun, RunHistory, history_in, insert_next_run
 from state.threads import NewThread, create_thread
 from supervise.errors import StateError
 
@@ -40,6 +45,7 @@ class FireRecord:
     spawned: bool
     reason: str | None
     thread_id: int | None
+    run_no: int | None = field(default=None, compare=False)  # its run's number (listings)
 
     @classmethod
     def from_row(cls, row: Row[Any]) -> FireRecord:
@@ -85,17 +91,35 @@ Planner = Callable[[PlanInput], FirePlan]
 
 
 @dataclass(frozen=True, slots=True)
+class RestartPlan:
+    """What follows an end: the next run to record, and the end's state if not as given."""
+
+    next_run: NextRun | None = None
+    state: str | None = None  # `crash-loop`: the policy gave up after this run
+
+
+# Run inside the transaction before the fire planner, maybe more than once (a retried
+# PostgreSQL transaction): it must be a pure function of its input.
+RestartPlanner = Callable[[RunHistory], RestartPlan]
+
+
+@dataclass(frozen=True, slots=True)
 class Committed:
     fires: list[FireRecord]  # the recorded fires, in the plan's order
     counters: dict[str, Counter]  # by hook, after the commit
+    next_run: int | None = None  # the run recorded after this end
 
 
 _F = t.fire.c
 _P = t.process.c
-_COLUMNS = [_F[f] for f in FireRecord.__dataclass_fields__]
+_COLUMNS = [_F[f] for f in FireRecord.__dataclass_fields__ if f != "run_no"]
 
-_LIST = select(*_COLUMNS).order_by(_F.at, _F.id)
-_LIST_ONE = select(*_COLUMNS).where(_F.process_id == bindparam("pid")).order_by(_F.at, _F.id)
+_LIST = (
+    select(*[*_COLUMNS, _P.run_no])
+    .select_from(t.fire.outerjoin(t.process, _P.id == _F.process_id))
+    .order_by(_F.at, _F.id)
+)
+_LIST_OF = _LIST.where(_F.process_id.in_(bindparam("pids", expanding=True)))
 _RECORDED = select(_F.key).where(_F.key.in_(bindparam("keys", expanding=True)))
 _INSERT = t.fire.insert().returning(*_COLUMNS)
 _SET_THREAD = (
@@ -111,13 +135,15 @@ _LOCK = select(_P.log_offset, _P.depth).where(_P.id == bindparam("b_id")).with_f
 _UPDATE = t.process.update().where(_P.id == bindparam("b_id"))
 
 
-def list_fires(store: Store, process_id: int | None = None) -> list[FireRecord]:
-    """Every fire (or one process's), in the order they happened."""
+def list_fires(store: Store, process_id: int | Sequence[int] | None = None) -> list[FireRecord]:
+    """Every fire (or those of one process, or of several: the runs of a restarted one), in
+    the order they happened, each with its run's number."""
     with store.read() as conn:
         if process_id is None:
             rows = conn.execute(_LIST)
         else:
-            rows = conn.execute(_LIST_ONE, {"pid": process_id})
+            ids = [process_id] if isinstance(process_id, int) else list(process_id)
+            rows = conn.execute(_LIST_OF, {"pids": ids})
         return [FireRecord.from_row(r) for r in rows]
 
 
@@ -131,6 +157,7 @@ def commit_fires(
     expect_offset: int | None,
     tail: TailState | None = None,
     end: ProcessEnd | None = None,
+    restart: RestartPlanner | None = None,
 ) -> Committed:
     """Record what `planner` decides about the fires `keys`, with the process's new tail
     position and end, in one transaction.
@@ -145,6 +172,8 @@ def commit_fires(
             another writer moved it, and nothing is written. None: no check.
         tail: the tailing bookkeeping to save; None leaves it.
         end: how the process ended; None: it has not.
+        restart: with an end, decides (before `planner`) what follows it: a next run to
+            record, or the end's state (`crash-loop`).
 
     Raises:
         StateError: the process is not recorded, or its saved offset moved.
@@ -155,15 +184,25 @@ def commit_fires(
         columns = {**(tail.columns() if tail else {}), **(end.columns() if end else {})}
         if columns:
             conn.execute(_UPDATE, {"b_id": process_id, **columns})
+        after = RestartPlan()
+        if restart is not None and end is not None:
+            after = restart(history_in(conn, process_id))
+            if after.state is not None:
+                conn.execute(_UPDATE, {"b_id": process_id, "state": after.state})
         counters = counters_in(conn, process_id)
-        if not keys:
-            return Committed([], counters)
-        recorded = frozenset(conn.execute(_RECORDED, {"keys": list(keys)}).scalars())
-        plan = planner(PlanInput(depth, dict(counters), recorded))
-        changed = {h: c for h, c in plan.counters.items() if counters.get(h) != c}
-        save_counters(conn, process_id, changed)
-        fires = [_write(conn, process_id, w, rate) for w in plan.writes]
-        return Committed(fires, {**counters, **plan.counters})
+        fires: list[FireRecord] = []
+        if keys:
+            recorded = frozenset(conn.execute(_RECORDED, {"keys": list(keys)}).scalars())
+            plan = planner(PlanInput(depth, dict(counters), recorded))
+            changed = {h: c for h, c in plan.counters.items() if counters.get(h) != c}
+            save_counters(conn, process_id, changed)
+            fires = [_write(conn, process_id, w, rate) for w in plan.writes]
+            counters = {**counters, **plan.counters}
+        next_id = None
+        if after.next_run is not None:
+            assert end is not None
+            next_id = insert_next_run(conn, process_id, after.next_run, end.ended_at)
+        return Committed(fires, counters, next_id)
 
     return store.transact(txn)
 
