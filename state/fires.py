@@ -45,7 +45,9 @@ class FireRecord:
     spawned: bool
     reason: str | None
     thread_id: int | None
-    run_no: int | None = field(default=None, compare=False)  # its run's number (listings)
+    # Listings only: which run of which process (its first run's id) it belongs to.
+    run_no: int | None = field(default=None, compare=False)
+    first_id: int | None = field(default=None, compare=False)
 
     @classmethod
     def from_row(cls, row: Row[Any]) -> FireRecord:
@@ -112,10 +114,10 @@ class Committed:
 
 _F = t.fire.c
 _P = t.process.c
-_COLUMNS = [_F[f] for f in FireRecord.__dataclass_fields__ if f != "run_no"]
+_COLUMNS = [_F[f] for f in FireRecord.__dataclass_fields__ if f not in ("run_no", "first_id")]
 
 _LIST = (
-    select(*[*_COLUMNS, _P.run_no])
+    select(*[*_COLUMNS, _P.run_no, _P.first_id])
     .select_from(t.fire.outerjoin(t.process, _P.id == _F.process_id))
     .order_by(_F.at, _F.id)
 )
