@@ -16,7 +16,6 @@ from typing import Any
 
 from sqlalchemy import and_, bindparam, func, select
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError
 
 from state import tables as t
 from state.db import Store
@@ -137,7 +136,8 @@ def insert_next_run(conn: Connection, prev_id: int, nxt: NextRun, now: float) ->
 
     It runs what `prev_id` ran: the launch record is copied as it is (the daemon names the
     new id in it when it starts the run), and its environment is `prev_id`'s, sealed anew
-    then. Raises IntegrityError when that run is recorded already.
+    then. Raises IntegrityError (StateError from the Store) when that run is recorded
+    already: the unique (first_id, run_no).
     """
     prev = conn.execute(_GET, {"b_id": prev_id}).one()
     values: dict[str, Any] = {
@@ -168,15 +168,17 @@ def record_next_run(store: Store, prev_id: int, nxt: NextRun, now: float) -> Pro
     """
 
     def txn(conn: Connection) -> ProcessRecord:
+        # Locks the run (PostgreSQL) as the exit's commit does: one of them records the next.
+        first, run_no, _ = conn.execute(_CHAIN_OF, {"b_id": prev_id}).one()
+        taken = conn.execute(_HISTORY, {"b_first": first, "b_upto": run_no + 1}).all()
+        if any(r.run_no > run_no for r in taken):
+            raise StateError(
+                f"process {first}: run {run_no + 1} is recorded already (another restart?)"
+            )
         new_id = insert_next_run(conn, prev_id, nxt, now)
         return ProcessRecord.from_row(conn.execute(_GET, {"b_id": new_id}).one())
 
-    try:
-        return store.transact(txn)
-    except IntegrityError as exc:
-        raise StateError(
-            f"process {prev_id}: its next run is recorded already (another restart?)"
-        ) from exc
+    return store.transact(txn)
 
 
 def chain_runs(store: Store, first_id: int) -> list[ProcessRecord]:

@@ -61,7 +61,7 @@ def format_duration(seconds: float) -> str:
             return f"{int(n)}{unit}"
     if seconds < 1 and (seconds * 1000) == int(seconds * 1000):
         return f"{int(seconds * 1000)}ms"
-    return f"{seconds:g}s"
+    return f"{seconds:.6f}".rstrip("0").rstrip(".") + "s"
 
 
 @dataclass(frozen=True)
