@@ -65,6 +65,8 @@ def check_restart(value: Any, r: Problems, path: KeyPath = ("restart",)) -> Rest
     after = value.get("after_thread", False)
     if not isinstance(after, bool):
         r.bad((*path, "after_thread"), "must be true or false", after, "write after_thread: true")
+    if delay is not None and max_delay is not None and "max_delay" not in value:
+        max_delay = max(max_delay, delay)  # a long delay alone: it is the cap too
     if delay is not None and max_delay is not None and max_delay < delay:
         r.add(
             (*path, "max_delay"),

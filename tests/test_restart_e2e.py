@@ -267,3 +267,50 @@ def test_daemon_stop_stops_it_and_a_pending_restart_waits_for_the_next(
     d.start()  # the next daemon starts it, once
     runs = wait_chain(env, first, lambda rs: len(rs) >= 2 and rs[1].pid, "run 2 started")
     assert runs[1].run_no == 2 and [r.run_no for r in runs] == list(range(1, len(runs) + 1))
+
+
+@pytest.mark.parametrize("made_dir", [False, True])
+def test_a_run_claimed_by_a_daemon_that_died_is_started_once(
+    env: Env, start_daemon: Callable[[], Daemon], made_dir: bool
+) -> None:
+    from state.db import open_state_store
+    from state.runs import claim_run
+    from state.settings import store_settings
+    from supervisor.rundir import new_env_key
+    from supervisor.runspec import renumbered
+
+    d = start_daemon()
+    body = "import time\nprint('up', flush=True)\ntime.sleep(60)"
+    first = env.run_d(
+        sys.executable, "-c", body, hooks=crash_hooks(env, {"policy": "always", "delay": "1h"})
+    )["id"]
+    wait_until(lambda: chain(env, first)[0].pid, what="run 1's pid")
+    os.killpg(chain(env, first)[0].pid or 0, signal.SIGKILL)
+    pending = wait_chain(env, first, lambda rs: len(rs) == 2, "run 2 recorded")[1]
+    d.kill(signal.SIGKILL)
+    # What a daemon killed right after its claim leaves: the run `starting`, no shim (and
+    # maybe its run dir, made just before it died).
+    store = open_state_store(env.home / "state.db", store_settings(env.env))
+    try:
+        assert pending.spec is not None
+        claimed = claim_run(
+            store,
+            pending.id,
+            started_at=time.time(),
+            started_boot=None,
+            boot_id=pending.boot_id,
+            spec=renumbered(pending.spec, pending.id, time.time()),
+            env_key=new_env_key(),
+        )
+        assert claimed is not None and claimed.state == "starting"
+    finally:
+        store.close()
+    if made_dir:
+        (env.home / "runs" / str(pending.id)).mkdir(mode=0o700)
+    d.start()
+    runs = wait_chain(env, first, lambda rs: rs[1].state == "running" and rs[1].pid, "run 2 up")
+    assert len(runs) == 2
+    out = env.home / "runs" / str(runs[1].id) / "output.log"
+    wait_until(lambda: out.read_text() == "up\n", what="run 2's output")
+    time.sleep(1.0)  # a second start would show by now
+    assert out.read_text() == "up\n" and len(chain(env, first)) == 2
