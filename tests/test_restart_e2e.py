@@ -314,3 +314,24 @@ def test_a_run_claimed_by_a_daemon_that_died_is_started_once(
     wait_until(lambda: out.read_text() == "up\n", what="run 2's output")
     time.sleep(1.0)  # a second start would show by now
     assert out.read_text() == "up\n" and len(chain(env, first)) == 2
+
+
+def test_a_restart_that_cannot_start_is_a_lost_run_and_counts_to_the_loop(
+    env: Env, daemon: Daemon
+) -> None:
+    gone = env.work / "gone"
+    gone.mkdir()
+    r = env.cli("run", "-d", "--json", "--cwd", str(gone), "--hook",
+                str(crash_hooks(env, {"policy": "on-failure", "delay": "100ms",
+                                      "max_restarts": 2, "within": "5m"})),
+                "--", sys.executable, "-c", "import os, sys; os.rmdir(os.getcwd()); sys.exit(1)",
+                check=True)  # fmt: skip
+    first = json.loads(r.stdout)["id"]
+    runs = wait_chain(env, first, lambda rs: rs[-1].state == "crash-loop", "the crash loop")
+    assert [(x.state, x.result, x.end_reason) for x in runs] == [
+        ("exited", "exit-code", None),
+        ("lost", "lost", "could not start"),
+        ("crash-loop", "lost", "could not start"),
+    ]
+    assert "does not exist any more" in daemon.wait_log("run 2 could not start")
+    assert "- (could not start)" in env.cli("ps", check=True).stdout
