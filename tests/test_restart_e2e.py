@@ -92,10 +92,15 @@ def test_a_crash_loop_under_backoff_is_restarted_exactly_across_daemon_kills(
                "max_restarts": 4, "within": "5m"}  # fmt: skip
     hooks = crash_hooks(env, restart)
     daemon = start_daemon()
-    first = env.run_d(sys.executable, "-c", CRASH, hooks=hooks, name="crashy")["id"]
+    # Each run lives as long as `pace` says when it starts: long enough, at first, for the
+    # daemon to be killed while run 2 runs, however loaded the machine.
+    pace = env.write("pace", "3")
+    paced = CRASH.replace("time.sleep(0.2)", "time.sleep(float(open('pace').read()))")
+    first = env.run_d(sys.executable, "-c", paced, hooks=hooks, name="crashy")["id"]
     # 1. Killed while run 2 runs; run 2 crashes while no daemon runs: restarted once on return.
     runs = wait_chain(env, first, lambda rs: len(rs) >= 2 and rs[1].pid, "run 2 started")
     daemon.kill(signal.SIGKILL)
+    pace.write_text("0.2")
     wait_until((env.home / "runs" / str(runs[1].id) / "exit.json").exists, what="run 2 ended")
     assert len(chain(env, first)) == 2  # nobody restarts it while the daemon is down
     daemon.start()
@@ -256,7 +261,7 @@ def test_daemon_stop_stops_it_and_a_pending_restart_waits_for_the_next(
 ) -> None:
     d = start_daemon()
     first = env.run_d(
-        sys.executable, "-c", CRASH, hooks=crash_hooks(env, {"policy": "always", "delay": "2s"})
+        sys.executable, "-c", CRASH, hooks=crash_hooks(env, {"policy": "always", "delay": "5s"})
     )["id"]
     wait_chain(env, first, lambda rs: len(rs) == 2, "run 2 recorded")
     r = env.cli("daemon", "stop", check=True)
