@@ -132,7 +132,11 @@ _SET_THREAD = (
 )
 # Locks the row (PostgreSQL): a second daemon on this process waits here, then fails the
 # offset check below.
-_LOCK = select(_P.log_offset, _P.depth).where(_P.id == bindparam("b_id")).with_for_update()
+_LOCK = (
+    select(_P.log_offset, _P.depth, _P.stop_request)
+    .where(_P.id == bindparam("b_id"))
+    .with_for_update()
+)
 # Parameters named b_*: the other parameters given name the columns to set.
 _UPDATE = t.process.update().where(_P.id == bindparam("b_id"))
 
@@ -160,6 +164,7 @@ def commit_fires(
     tail: TailState | None = None,
     end: ProcessEnd | None = None,
     restart: RestartPlanner | None = None,
+    restart_policy: bool = True,
 ) -> Committed:
     """Record what `planner` decides about the fires `keys`, with the process's new tail
     position and end, in one transaction.
@@ -176,18 +181,22 @@ def commit_fires(
         end: how the process ended; None: it has not.
         restart: with an end, decides (before `planner`) what follows it: a next run to
             record, or the end's state (`crash-loop`).
+        restart_policy: False when the process has no restart policy: `restart` is then
+            asked only after a person's `supervise restart`.
 
     Raises:
         StateError: the process is not recorded, or its saved offset moved.
     """
 
     def txn(conn: Connection) -> Committed:
-        depth = _lock(conn, process_id, expect_offset)
+        depth, asked = _lock(conn, process_id, expect_offset)
         columns = {**(tail.columns() if tail else {}), **(end.columns() if end else {})}
         if columns:
             conn.execute(_UPDATE, {"b_id": process_id, **columns})
         after = RestartPlan()
-        if restart is not None and end is not None:
+        # Without a policy, only a person's `supervise restart` makes a next run: the
+        # history is read (a query per end) only when it can matter.
+        if restart is not None and end is not None and (restart_policy or asked == "restart"):
             after = restart(history_in(conn, process_id))
             if after.state is not None:
                 conn.execute(_UPDATE, {"b_id": process_id, "state": after.state})
@@ -209,18 +218,19 @@ def commit_fires(
     return store.transact(txn)
 
 
-def _lock(conn: Connection, process_id: int, expect_offset: int | None) -> int:
-    """Lock the process row, check its saved offset; returns its depth."""
+def _lock(conn: Connection, process_id: int, expect_offset: int | None) -> tuple[int, str | None]:
+    """Lock the process row, check its saved offset; returns its depth and what a person
+    asked of it (stop, restart)."""
     row = conn.execute(_LOCK, {"b_id": process_id}).first()
     if row is None:
         raise StateError(f"process {process_id} vanished from the state database")
-    offset, depth = row
+    offset, depth, asked = row
     if expect_offset is not None and offset != expect_offset:
         raise StateError(
             f"process {process_id}: saved offset moved ({offset} != {expect_offset}); "
             "is a second daemon running on this state directory?"
         )
-    return int(depth)
+    return int(depth), asked
 
 
 def _write(conn: Connection, process_id: int, w: FireWrite, rate: Rate) -> FireRecord:

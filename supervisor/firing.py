@@ -208,6 +208,9 @@ def commit_end(
         tail=tail,
         end=end,
         restart=after_end if restart is not None else None,
+        restart_policy=restart is not None
+        and restart.spec is not None
+        and restart.spec.policy != "no",
     )
     thread_of = {f.key: f.thread_id for f in done.fires}
     result = [
