@@ -11,10 +11,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from agent_threads.hooks.shellspec import ShellHook, ShellHookError, parse_shell_hooks
+from agent_threads.hooks.shellspec import ShellHook, ShellHookError, read_shell_hooks
 from agent_threads.hooks.system import SystemHookConfig
 from agent_threads.permissions import Layer, Rule
-from agent_threads.problems import MAX_SECONDS, KeyPath, Problems, dotted, is_number, where
+from agent_threads.problems import (
+    MAX_SECONDS,
+    ConfigWarning,
+    KeyPath,
+    Problems,
+    dotted,
+    is_number,
+    where,
+)
 from state.sandboxpolicy import SandboxConfigError, SandboxPolicy
 from state.settings import PROVIDERS
 from supervise.errors import UserError
@@ -28,7 +36,10 @@ KEYS = (
     "system_hooks",
     "extensions",
     "sandbox",
+    "plugins",
 )
+# In a launch record only: the hooks of `plugins`, read when the run started.
+_STORED_KEYS = (*KEYS, "plugin_hooks")
 _RULE_LISTS = ("allow", "ask", "deny")
 
 
@@ -53,11 +64,21 @@ class AgentConfig:
     system_hooks: SystemHookConfig | None = None
     extensions: tuple[str, ...] | None = None
     sandbox: SandboxPolicy | None = None
+    # Claude Code plugin directories (as written; the hook file's loader makes them absolute
+    # and reads their hooks into `plugin_hooks`).
+    plugins: tuple[str, ...] | None = None
+    plugin_hooks: tuple[ShellHook, ...] | None = None
 
     @classmethod
-    def parse(cls, data: Any, source: str, path: KeyPath = ("agent",)) -> AgentConfig:
+    def parse(
+        cls,
+        data: Any,
+        source: str,
+        path: KeyPath = ("agent",),
+        warnings: list[ConfigWarning] | None = None,
+    ) -> AgentConfig:
         """The section as written in a hook file (`source` names it; `path` is where the
-        section sits in it).
+        section sits in it). What is accepted but will not be used is added to `warnings`.
 
         Raises:
             AgentConfigError: every problem found, each with its key path.
@@ -66,6 +87,8 @@ class AgentConfig:
         config = _parse(data, source, path, problems, stored=False)
         if problems.found:
             raise AgentConfigError(problems.found, source)
+        if warnings is not None:
+            warnings += problems.warnings
         return config
 
     def merge(self, other: AgentConfig) -> AgentConfig:
@@ -89,6 +112,10 @@ class AgentConfig:
             "system_hooks": None if self.system_hooks is None else self.system_hooks.to_json(),
             "extensions": None if self.extensions is None else list(self.extensions),
             "sandbox": None if self.sandbox is None else self.sandbox.to_json(),
+            "plugins": None if self.plugins is None else list(self.plugins),
+            "plugin_hooks": None
+            if self.plugin_hooks is None
+            else [h.to_json() for h in self.plugin_hooks],
         }
         return {k: v for k, v in out.items() if v is not None}
 
@@ -113,7 +140,7 @@ def _parse(data: Any, source: str, path: KeyPath, p: Problems, *, stored: bool) 
     if not isinstance(data, Mapping):
         p.bad(path, "must be a mapping", data, "write agent: {model: openai:gpt-4.1-mini}")
         return AgentConfig()
-    p.unknown_keys(data, path, KEYS)
+    p.unknown_keys(data, path, _STORED_KEYS if stored else KEYS)
     # In the order a hook file's loader always checked them: its messages keep their order.
     system_hooks = _system_hooks(data.get("system_hooks"), (*path, "system_hooks"), p)
     hooks = _shell_hooks(data.get("hooks"), (*path, "hooks"), p, source, stored)
@@ -123,8 +150,21 @@ def _parse(data: Any, source: str, path: KeyPath, p: Problems, *, stored: bool) 
     sandbox = _sandbox(data.get("sandbox"), (*path, "sandbox"), p)
     timeout = _timeout(data.get("timeout"), (*path, "timeout"), p)
     permissions = _permissions(data.get("permissions"), (*path, "permissions"), p)
+    plugins = _plugins(data.get("plugins"), (*path, "plugins"), p)
+    plugin_hooks = None
+    if stored and data.get("plugin_hooks") is not None:
+        plugin_hooks = _shell_hooks(data["plugin_hooks"], (*path, "plugin_hooks"), p, source, True)
     return AgentConfig(
-        model, permissions, max_turns, timeout, hooks, system_hooks, extensions, sandbox
+        model,
+        permissions,
+        max_turns,
+        timeout,
+        hooks,
+        system_hooks,
+        extensions,
+        sandbox,
+        plugins,
+        plugin_hooks,
     )
 
 
@@ -154,11 +194,23 @@ def _shell_hooks(
             p.add(path, f"{dotted(path)}: a stored shell hook cannot be read ({exc!r})")
             return None
     try:
-        return parse_shell_hooks(value, source=source)
+        read = read_shell_hooks(value, source=source)
     except ShellHookError as exc:
         at = ".".join(str(part) for part in exc.path)
         p.add((*path, *exc.path), f"{dotted(path)}{'.' + at if at else ''}: {exc}")
         return None
+    p.warnings += [w.under(path) for w in read.warnings]
+    return read.hooks
+
+
+def _plugins(value: Any, path: KeyPath, p: Problems) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, list) and all(isinstance(x, str) and x.strip() for x in value):
+        return tuple(value)
+    fix = "write plugins: [./my-plugin] (Claude Code plugin directories, relative to this file)"
+    p.bad(path, "must be a list of plugin directories", value, fix)
+    return None
 
 
 def _extensions(value: Any, path: KeyPath, p: Problems) -> tuple[str, ...] | None:

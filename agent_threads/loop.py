@@ -12,6 +12,7 @@ arrives in `LoopConfig`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -64,7 +65,7 @@ from agent_threads.transcript import (
     next_step,
 )
 from state.threads import ThreadStatus
-from supervise.errors import ModelAuthError, ModelError, TransientModelError
+from supervise.errors import ModelAuthError, ModelError, ModelTruncated, TransientModelError
 
 log = logging.getLogger("supervise.threads")
 
@@ -139,9 +140,14 @@ def kill_leftover(pgid: int, when: float | None) -> bool:
     return True
 
 
-def describe_call(call: ToolCall) -> str:
-    """What a waiting thread wants to run, for `ps` and the approve prompt."""
+def describe_call(call: ToolCall, cwd: Path | None = None) -> str:
+    """What a waiting thread wants to run, for `ps` and the approve prompt. A path under
+    `cwd` is shown relative to it: `ps` cuts the text to its column, and the file name is
+    what a person needs to see."""
     subj = subject(call.name, call.arguments)
+    if subj is not None and cwd is not None and subj.startswith("/"):
+        with contextlib.suppress(ValueError):
+            subj = str(Path(subj).relative_to(cwd))
     text = subj if subj is not None else json.dumps(call.arguments, ensure_ascii=False)
     text = " ".join(text.split())
     return f"{call.name}({text[:200] + '…' if len(text) > 200 else text})"
@@ -152,6 +158,8 @@ def failure_kind(exc: ModelError) -> str:
     text = str(exc).lower()
     if isinstance(exc, ModelAuthError):
         return "authentication_failed"
+    if isinstance(exc, ModelTruncated):
+        return "max_output_tokens"
     if "429" in text or "rate limit" in text or "rate_limit" in text:
         return "rate_limit"
     if "overloaded" in text or "529" in text:
@@ -161,6 +169,17 @@ def failure_kind(exc: ModelError) -> str:
     if "not found" in text or "404" in text:
         return "model_not_found"
     return "invalid_request" if "400" in text else "unknown"
+
+
+def invalid_call(sent: str) -> str:
+    """What the model is told of a call whose arguments were not a JSON object: what it sent."""
+    quoted = repr(sent) if len(sent) <= 600 else f"{sent[:300]!r} … {sent[-200:]!r}"
+    return (
+        f"This call was not run: its arguments are not a complete JSON object. You sent "
+        f"{len(sent)} characters: {quoted}. If your reply was cut off at the output limit, "
+        "make the call smaller (a large file in several steps); otherwise send the arguments "
+        "again as one JSON object."
+    )
 
 
 def _failed(d: Decision[Any]) -> LoopEnd:
@@ -198,7 +217,7 @@ class _Run:
         if isinstance(step, Interrupted):
             await self.interrupted(step.call)
         elif isinstance(step, AwaitApproval):
-            return LoopEnd("waiting_approval", waiting=describe_call(step.call))
+            return LoopEnd("waiting_approval", waiting=describe_call(step.call, self.cfg.ctx.cwd))
         elif isinstance(step, RefuseCall):
             why = f": {step.reason}" if step.reason else ""
             text = f"A person denied this call{why}. Do not retry it as is."
@@ -296,7 +315,7 @@ class _Run:
 
     async def save_reply(self, reply: Reply, model: str) -> None:
         body = AssistantReply(
-            reply.content, reply.tool_calls, model, reply.usage, reply.stop_reason
+            reply.content, reply.tool_calls, model, reply.usage, reply.stop_reason, reply.thinking
         )
         await self.turn.save(body)
         self.turn.iteration += 1
@@ -320,8 +339,7 @@ class _Run:
             await self.result(call, Observation(text, is_error=True), "error")
             return None
         if call.invalid is not None:
-            text = f"The arguments were not a JSON object: {call.invalid[:500]!r}. Send an object."
-            await self.result(call, Observation(text, is_error=True), "error")
+            await self.result(call, Observation(invalid_call(call.invalid), is_error=True), "error")
             return None
         call = self.prepared(call)
         sent = call.arguments
@@ -405,7 +423,7 @@ class _Run:
         changed = dict(call.arguments) if call.arguments != sent else None
         await self.turn.save(Approval(call.id, call.name, "ask", by, reason, rule, changed))
         await self.hooks.waiting(turn=self.turn, call=call, reason=reason)
-        return LoopEnd("waiting_approval", waiting=describe_call(call))
+        return LoopEnd("waiting_approval", waiting=describe_call(call, self.cfg.ctx.cwd))
 
     def prepared(self, call: ToolCall) -> ToolCall:
         """`call` with its arguments as rules, hooks and the tool see them (`Tool.prepare`)."""
@@ -455,7 +473,7 @@ class _Run:
 
 def _reply_of(msg: AssistantMessage) -> Reply:
     calls = tuple(ToolCall(c.id, c.name, dict(c.arguments), c.invalid) for c in msg.tool_calls)
-    return Reply(msg.content or "", calls)
+    return Reply(msg.content or "", calls, thinking=tuple(msg.thinking))
 
 
 async def run_loop(journal: Sink, cfg: LoopConfig, entries: list[Entry], turns: int) -> LoopEnd:

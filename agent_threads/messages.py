@@ -32,6 +32,20 @@ class ToolCall:
     invalid: str | None = None
 
 
+@dataclass(frozen=True)
+class Thinking:
+    """A block of the model's reasoning that must go back to it verbatim (Anthropic's
+    extended thinking): `text` with the `signature` that authenticates it, or, for a block the
+    provider encrypted (`redacted_thinking`), only its opaque `redacted` data.
+
+    Frozen: the provider rejects a block changed in any way.
+    """
+
+    text: str = ""
+    signature: str = ""
+    redacted: str | None = None
+
+
 @dataclass
 class SystemMessage:
     """A message a hook added as the system's word (sent to the model as a user turn)."""
@@ -50,11 +64,12 @@ class UserMessage:
 
 @dataclass
 class AssistantMessage:
-    """The model's text and the tool calls it asked for."""
+    """The model's text and the tool calls it asked for, after the reasoning it showed."""
 
     content: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     seq: int | None = None
+    thinking: list[Thinking] = field(default_factory=list)
 
 
 @dataclass
@@ -91,17 +106,22 @@ class Usage:
 
 @dataclass(frozen=True)
 class Reply:
-    """What one model call answered: text, tool calls, or both, and what it cost."""
+    """What one model call answered: text, tool calls, or both, and what it cost.
+
+    `stop_reason` is the provider's own word (`end_turn`, `tool_calls`, `length`...);
+    `thinking` is the reasoning to send back with this reply (see `Thinking`).
+    """
 
     content: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage | None = None
     stop_reason: str | None = None
+    thinking: tuple[Thinking, ...] = ()
 
     def message(self) -> AssistantMessage:
         """A fresh message of this reply (hooks may change it without touching the reply)."""
         calls = [ToolCall(c.id, c.name, dict(c.arguments), c.invalid) for c in self.tool_calls]
-        return AssistantMessage(self.content, calls)
+        return AssistantMessage(self.content, calls, thinking=list(self.thinking))
 
 
 @dataclass(frozen=True)
@@ -144,6 +164,6 @@ def answered_only(messages: Sequence[Message]) -> list[Message]:
     for m in messages:
         if isinstance(m, AssistantMessage) and any(c.id not in answered for c in m.tool_calls):
             kept = [c for c in m.tool_calls if c.id in answered]
-            m = AssistantMessage(m.content, kept, m.seq)
+            m = AssistantMessage(m.content, kept, m.seq, list(m.thinking))
         out.append(m)
     return out

@@ -10,8 +10,11 @@ Bash commands are judged on a real parse (agent_threads/shellparse): a deny or a
 if it matches any command the line runs, however quoted, wrapped or nested; an allow rule
 must match every one, and a prefix rule never covers a command that writes a file, runs a
 substitution, sets variables, or (for git) takes options that run programs. Read, Write and
-Edit paths are resolved (`~`, relative to the thread's directory, `..`, symlinks) before any
-rule sees them, and `$SUPERVISE_HOME` is never theirs. Pure but for resolving paths.
+Edit paths (`file_path`, or the older `path`) are resolved (`~`, relative to the thread's
+directory, `..`, symlinks) before any rule sees them, and `$SUPERVISE_HOME` is never theirs.
+Glob and Grep are reads of the directory (or file) they search, judged by Read rules as in
+Claude Code (and by rules naming them); below it they leave out what Read rules deny or ask
+for (`Profile.hider`). Pure but for resolving paths.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import contextlib
 import os
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -37,6 +40,8 @@ _KEYS = ("allow", "ask", "deny")
 _FREE = frozenset({"UpdatePlan"})  # no effect outside the thread: allowed unless a rule says
 _COMMAND_TOOLS = frozenset({"Bash", "RunProcess"})
 _PATH_TOOLS = frozenset({"Read", "Write", "Edit"})
+_SEARCH_TOOLS = frozenset({"Glob", "Grep"})  # a read of the directory they search
+_READS = frozenset({"Read", *_SEARCH_TOOLS})
 # Files whose contents later run as commands (git's config and hooks, shell start-up files):
 # writing one is running code, so `Edit(/w/:*)` alone does not cover it (exact rules do).
 _RUNS_LATER = re.compile(
@@ -89,6 +94,10 @@ class Rule:
     def names(self, tool: str) -> bool:
         return self.tool in ("*", tool)
 
+    def judges(self, tool: str) -> bool:
+        """Whether this rule has a say on `tool`'s calls: Read rules also judge Glob and Grep."""
+        return self.names(tool) or (self.tool == "Read" and tool in _SEARCH_TOOLS)
+
     def words(self) -> tuple[str, ...]:
         assert self.pattern is not None
         try:
@@ -116,8 +125,7 @@ class Rule:
 
     def match_path(self, path: str, where: Where) -> bool:
         assert self.pattern is not None
-        pat = resolve(self.pattern, where)
-        return path == pat or (self.prefix and path.startswith(pat.rstrip("/") + "/"))
+        return _covers(resolve(self.pattern, where), self.prefix, path)
 
 
 def _match_words(
@@ -148,16 +156,25 @@ def resolve(raw: str, where: Where) -> str:
     return os.path.realpath(p)
 
 
+def file_argument(arguments: Mapping[str, Any]) -> str | None:
+    """A file tool's path: `file_path`, or `path` as these tools were first called."""
+    path = arguments.get("file_path", arguments.get("path"))
+    return path if isinstance(path, str) else None
+
+
 def subject(tool: str, arguments: Mapping[str, Any]) -> str | None:
-    """What `Tool(...)` rules compare against: a command or a path; None for other tools."""
+    """What `Tool(...)` rules compare against: a command or a path (for Glob and Grep the
+    directory searched, when given); None for other tools."""
     if tool in _COMMAND_TOOLS:
         cmd = arguments.get("command")
         if isinstance(cmd, list):
             return shlex.join(str(c) for c in cmd)
         return cmd if isinstance(cmd, str) else None
     if tool in _PATH_TOOLS:
+        return file_argument(arguments)
+    if tool in _SEARCH_TOOLS:
         path = arguments.get("path")
-        return path if isinstance(path, str) else None
+        return path if isinstance(path, str) and path else None
     return None
 
 
@@ -173,6 +190,11 @@ class Call:
     @classmethod
     def of(cls, tool: str, arguments: Mapping[str, Any], where: Where) -> Call:
         text = subject(tool, arguments)
+        if tool in _SEARCH_TOOLS:
+            searched = "." if text is None else text  # the working directory by default
+            if "\0" in searched:
+                return cls(tool, text)
+            return cls(tool, text, path=resolve(searched, where))
         if text is None:
             return cls(tool)
         if tool in _PATH_TOOLS:
@@ -238,7 +260,7 @@ class Layer:
         return self.judge(Call.of(tool, arguments, where or Where()), where or Where())
 
     def judge(self, call: Call, where: Where) -> Verdict:
-        hits = [(r, _hit(r, call, where)) for r in self.deny]
+        hits = [(r, _hit(r, call, where, judging=True)) for r in self.deny]
         for rule, hit in hits:
             if hit is not None and hit[0] == "yes":
                 return Verdict("deny", str(rule), f"denied by rule {rule}{_part(call, hit[1])}")
@@ -247,14 +269,14 @@ class Layer:
                 why = f"`{_short(hit[1])}` is only known when it runs; rule {rule} may deny it"
                 return Verdict("ask", str(rule), f"{why}; approval needed")
         for rule in self.ask:
-            hit = _hit(rule, call, where)
+            hit = _hit(rule, call, where, judging=True)
             if hit is not None and hit[0] != "no":
                 why = f"rule {rule} asks for approval{_part(call, hit[1])}"
                 return Verdict("ask", str(rule), why)
         return self.allowed(call, where)
 
     def allowed(self, call: Call, where: Where) -> Verdict:
-        mine = [r for r in self.allow if r.names(call.tool)]
+        mine = [r for r in self.allow if r.judges(call.tool)]
         plain = next((r for r in mine if r.pattern is None), None)
         if plain is not None:
             return Verdict("allow", str(plain), f"allowed by rule {plain}")
@@ -262,7 +284,7 @@ class Layer:
             return Verdict("allow", None, f"{call.tool} changes nothing outside the thread")
         if call.path is not None:
             rule = next((r for r in mine if r.match_path(call.path, where)), None)
-            risky = call.tool != "Read" and _RUNS_LATER.search(call.path)
+            risky = call.tool not in _READS and _RUNS_LATER.search(call.path)
             if rule is not None and rule.prefix and risky:
                 why = f"{call.path} holds commands that git or a shell runs later"
                 return Verdict("ask", None, f"{why}; a prefix rule does not cover it")
@@ -318,10 +340,13 @@ def _home_problem(cmd: Command, where: Where) -> list[str]:
     return []
 
 
-def _hit(rule: Rule, call: Call, where: Where) -> tuple[Match, str] | None:
-    """For deny and ask: None if the rule does not name the tool, else whether it matches
-    (any command the call runs, for Bash) and the part it matched."""
-    if not rule.names(call.tool):
+def _hit(
+    rule: Rule, call: Call, where: Where, *, judging: bool = False
+) -> tuple[Match, str] | None:
+    """For deny and ask: None if the rule does not name the tool (`judging`: have a say on
+    it), else whether it matches (any command the call runs, for Bash) and the part it
+    matched."""
+    if not (rule.judges(call.tool) if judging else rule.names(call.tool)):
         return None
     if rule.pattern is None:
         return "yes", ""
@@ -371,13 +396,36 @@ class Profile:
     def check(self, tool: str, arguments: Mapping[str, Any], where: Where | None = None) -> Verdict:
         where = where or Where()
         call = Call.of(tool, arguments, where)
-        if call.path is not None and _off_limits(call.path, where, read=tool == "Read"):
+        if call.path is not None and _off_limits(call.path, where, read=tool in _READS):
             why = f"{call.path} is in $SUPERVISE_HOME, the supervisor's state; no tool touches it"
             return Verdict("deny", None, why)
         if not self.layers:
             return Layer().judge(call, where)
         verdicts = [layer.judge(call, where) for layer in self.layers]
         return max(verdicts, key=lambda v: _RANK[v.decision])
+
+    def hider(self, tool: str, root: str, where: Where) -> Callable[[str], bool] | None:
+        """For Glob and Grep searching `root` (a real path): which real paths below it to
+        leave out, those a deny or ask rule (a Read rule, or one naming the tool) matches.
+
+        A rule that matches `root` itself already judged the call: a deny denied it, an ask
+        was answered, so it leaves nothing out. None when nothing is left out.
+        """
+        rules = [
+            (resolve(r.pattern, where), r.prefix)
+            for layer in self.layers
+            for r in (*layer.deny, *layer.ask)
+            if r.pattern is not None and r.judges(tool)
+        ]
+        below = [(p, prefix) for p, prefix in rules if not _covers(p, prefix, root)]
+        if not below:
+            return None
+        return lambda path: any(_covers(p, prefix, path) for p, prefix in below)
+
+
+def _covers(pattern: str, prefix: bool, path: str) -> bool:
+    """Whether a path rule's resolved pattern matches `path` (as `Rule.match_path`)."""
+    return path == pattern or (prefix and path.startswith(pattern.rstrip("/") + "/"))
 
 
 def _off_limits(path: str, where: Where, *, read: bool) -> bool:

@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 KeyPath = tuple[str | int, ...]
 MAX_COUNT = 1_000_000  # far above any sane value, low enough for SQLite and float maths
@@ -50,11 +50,38 @@ def is_number(value: Any) -> bool:
     return is_int(value) or (isinstance(value, float) and math.isfinite(value))
 
 
+# What a warning is about: an event that never fires here, a handler type or field not run
+# or not read, an `if` that can never hold, a matcher that is ignored or never matches, a
+# top-level key not read, hooks turned off (disableAllHooks), a plugin part not loaded.
+WarningKind = Literal["event", "type", "field", "if", "matcher", "key", "disabled", "plugin"]
+
+
+@dataclass(frozen=True)
+class ConfigWarning:
+    """Something written that is accepted but not used, and why: never a refusal.
+
+    `path` is where it sits (a loader prefixes where its section is, and turns the path into
+    FILE:LINE); `message` says what is not used and why.
+    """
+
+    path: KeyPath
+    kind: WarningKind
+    message: str
+
+    def under(self, prefix: KeyPath) -> ConfigWarning:
+        return ConfigWarning((*prefix, *self.path), self.kind, self.message)
+
+    def __str__(self) -> str:
+        return f"{where(self.path)}: {self.message}"
+
+
 @dataclass
 class Problems:
-    """Every problem found so far, in the order found, each with its key path."""
+    """Every problem found so far, in the order found, each with its key path; and the
+    warnings (accepted, but not used)."""
 
     found: list[tuple[KeyPath, str]] = field(default_factory=list)
+    warnings: list[ConfigWarning] = field(default_factory=list)
 
     def add(self, path: KeyPath, message: str) -> None:
         self.found.append((path, message))

@@ -35,6 +35,7 @@ from agent_threads.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
+    Thinking,
     ToolCall,
     ToolResult,
     Usage,
@@ -83,6 +84,18 @@ def call_of(d: Mapping[str, Any]) -> ToolCall:
     )
 
 
+def thinking_json(t: Thinking) -> dict[str, Any]:
+    if t.redacted is not None:
+        return {"redacted": t.redacted}
+    return {"text": t.text, "signature": t.signature}
+
+
+def thinking_of(d: Mapping[str, Any]) -> Thinking:
+    if d.get("redacted") is not None:
+        return Thinking(redacted=_text(d, "redacted"))
+    return Thinking(_text(d, "text"), _text(d, "signature"))
+
+
 def hook_output(event: str, text: str) -> str:
     """What a shell hook added, as the model reads it: marked as a hook's, not a person's."""
     return f'<hook-output event="{event}">\n{text}\n</hook-output>'
@@ -112,6 +125,9 @@ class AssistantReply:
     model: str = ""
     usage: Usage | None = None
     stop_reason: str | None = None
+    # The reasoning the provider requires back with this reply (kept so a resumed thread
+    # sends it too); absent from transcripts saved before it was kept.
+    thinking: tuple[Thinking, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -126,6 +142,8 @@ class AssistantReply:
             }
         if self.stop_reason:
             data["stop_reason"] = self.stop_reason
+        if self.thinking:
+            data["thinking"] = [thinking_json(t) for t in self.thinking]
         return data
 
     @classmethod
@@ -137,8 +155,14 @@ class AssistantReply:
             else None
         )
         calls = tuple(call_of(c) for c in d.get("tool_calls") or [] if isinstance(c, dict))
+        thinking = tuple(thinking_of(t) for t in d.get("thinking") or [] if isinstance(t, dict))
         return cls(
-            _text(d, "content"), calls, _text(d, "model"), usage, _opt_text(d, "stop_reason")
+            _text(d, "content"),
+            calls,
+            _text(d, "model"),
+            usage,
+            _opt_text(d, "stop_reason"),
+            thinking,
         )
 
 
@@ -631,7 +655,7 @@ def conversation(entries: Sequence[Entry]) -> list[Message]:
             out.append(cls(b.text, e.seq))
         elif isinstance(b, AssistantReply):
             calls = [ToolCall(c.id, c.name, dict(c.arguments), c.invalid) for c in b.tool_calls]
-            out.append(AssistantMessage(b.content, calls, e.seq))
+            out.append(AssistantMessage(b.content, calls, e.seq, list(b.thinking)))
             for c in b.tool_calls:
                 r = results.get(c.id)
                 if r is not None:

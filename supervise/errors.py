@@ -76,6 +76,16 @@ class ModelAuthError(ModelError):
     """The provider refused our credentials; the message names the variable to set."""
 
 
+class ModelTruncated(ModelError):
+    """The reply was cut off at the output limit and more room did not help (or none can be
+    asked for): half an answer is not an answer."""
+
+
+class ModelRefused(ModelError):
+    """The model refused, or the provider's filter stopped the reply; the same request will be
+    refused again."""
+
+
 class TransientModelError(ModelError):
     """429, 5xx, a reset connection or a timeout: worth retrying with backoff.
 

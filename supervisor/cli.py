@@ -38,6 +38,8 @@ examples:
   supervise run --restart on-failure -- ./worker.sh
   supervise fires
   supervise hooks check hooks.yaml
+  supervise hooks check .claude/settings.json ./my-plugin   (Claude Code's: what runs, what not)
+  supervise run --settings .claude/settings.json --plugin ./my-plugin -- make test
   supervise examples ./demo           (example hook files, the quickstart, the systemd unit)
 state: $SUPERVISE_HOME (default $XDG_STATE_HOME/supervise, else ~/.local/state/supervise)
 `run` starts a daemon when none runs, unless SUPERVISE_AUTOSTART=0.
@@ -80,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--name", help="a name for ps (default: the program's name)")
     _settings_flag(r)
+    _plugin_flag(r)
     r.add_argument("-d", "--detach", action="store_true", help="return at once")
     r.add_argument("--json", action="store_true", help='with -d: print {"id", "pid", "name"}')
     r.add_argument("--cwd", help="working directory of the process (default: here)")
@@ -154,6 +157,7 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("prompt", nargs="+", help="what to ask")
     ask.add_argument("--model", metavar="M", help="provider:name (default: SUPERVISE_MODEL)")
     _settings_flag(ask)
+    _plugin_flag(ask)
     _detach_flags(ask)
 
     snd = sub.add_parser(
@@ -205,13 +209,23 @@ def _parser() -> argparse.ArgumentParser:
 
     hk = sub.add_parser("hooks", help="hook file tools")
     hksub = hk.add_subparsers(dest="hooks_command", metavar="SUBCOMMAND", required=True)
-    chk = hksub.add_parser("check", help="validate hook files: every error with FILE:LINE")
-    chk.add_argument("files", nargs="+", metavar="FILE")
+    chk = hksub.add_parser(
+        "check",
+        help="validate hook files, Claude Code settings files and plugins: every error with "
+        "FILE:LINE, the shell hooks that will run, and what will not (and why)",
+        description="Validate each FILE: a hook file, a Claude Code settings file or plugin "
+        "hooks.json, or a plugin directory. Prints the shell hooks its threads will run and a "
+        "warning for each thing that will not be used (an event that never fires here, "
+        "another handler type, an ignored field, a settings key supervise does not read). "
+        "Exit 0 with warnings only; 2 on an error.",
+    )
+    chk.add_argument("files", nargs="+", metavar="FILE", help="a file, or a plugin directory")
     tst = hksub.add_parser(
         "test",
         help="replay an event through a file's shell hooks and print what they decide",
-        description="Run the shell hooks of FILE (a hook file's agent.hooks, or a settings "
-        "file's hooks) for one event, as a thread would, and print each run and the decision.",
+        description="Run the shell hooks of FILE (a hook file's agent.hooks and agent.plugins, "
+        "a Claude Code settings file's or plugin hooks.json's hooks, or a plugin directory's) "
+        "for one event, as a thread would, and print each run and the decision.",
     )
     tst.add_argument("file", metavar="FILE")
     tst.add_argument("--event", required=True, help="PreToolUse, PostToolUse, ...")
@@ -254,8 +268,19 @@ def _settings_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--settings",
         metavar="FILE",
-        help="shell hooks for its threads, Claude Code settings.json shape "
-        "(default: $SUPERVISE_SETTINGS); they run with the hook file's agent.hooks",
+        help="a Claude Code settings file (.claude/settings.json) whose hooks its threads "
+        "run (default: $SUPERVISE_SETTINGS); with the hook file's agent.hooks",
+    )
+
+
+def _plugin_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a Claude Code plugin directory: its hooks/hooks.json runs in the threads, "
+        "with CLAUDE_PLUGIN_ROOT; repeatable",
     )
 
 
@@ -388,31 +413,9 @@ def cmd_hooks(args: argparse.Namespace, _paths: StatePaths, _settings: Settings)
         from supervisor.hooktest import cmd_hooks_test
 
         return cmd_hooks_test(args)
-    from state.sandboxpolicy import SandboxPolicy
-    from supervisor.hookfile import load_hook_file
-    from supervisor.hookspec import HookFile
+    from supervisor.hookcheck import cmd_hooks_check
 
-    problems: list[str] = []
-    together = HookFile()
-    for f in args.files:
-        try:
-            hf = load_hook_file(f)
-        except HookFileError as exc:
-            problems += exc.problems
-            continue
-        names = ", ".join(f"{h.name} ({h.kind})" for h in hf.hooks) or "no hooks"
-        sandbox = (hf.agent.sandbox or SandboxPolicy()).text()
-        if hf.agent.sandbox is None:
-            sandbox += " (default; the settings file or SUPERVISE_SANDBOX may set it)"
-        restart = f"; restart {hf.restart.text()}" if hf.restart is not None else ""
-        print(f"{f}: OK: {names}; limits {hf.limits_text()}; sandbox {sandbox}{restart}")
-        # The limits `run --hook A --hook B` applies (the same merge; hooks left out).
-        together = together.merge(HookFile(limits=hf.limits, limits_set=hf.limits_set))
-    if problems:
-        raise HookFileError(problems)
-    if len(args.files) > 1:
-        print(f"given together to one run: limits {together.limits_text()}")
-    return 0
+    return cmd_hooks_check(args)
 
 
 def cmd_examples(args: argparse.Namespace, paths: StatePaths, _settings: Settings) -> int:

@@ -17,10 +17,11 @@ from typing import Any
 
 from agent_threads.config import AgentConfig, AgentConfigError
 from agent_threads.extensions import ExtensionError, check_syntax, is_path, module_file, pin
-from agent_threads.hooks.shellspec import ShellHook, ShellHookError, parse_shell_hooks
+from agent_threads.hooks.shellspec import ShellHook
 from agent_threads.problems import (
     MAX_COUNT,
     MAX_SECONDS,
+    ConfigWarning,
     KeyPath,
     Problems,
     is_int,
@@ -30,6 +31,7 @@ from agent_threads.problems import (
 )
 from supervise.errors import HookFileError
 from supervisor.hookspec import (
+    FileWarning,
     Hook,
     HookFile,
     Limits,
@@ -46,7 +48,14 @@ from supervisor.matching import compile_pattern
 from supervisor.restartfile import check_restart
 
 EXTENSIONS = (".yaml", ".yml", ".json")
-__all__ = ["EXAMPLE", "EXTENSIONS", "load_hook_file", "load_hook_mapping", "parse_hook_text"]
+__all__ = [
+    "EXAMPLE",
+    "EXTENSIONS",
+    "anchor_extensions",
+    "load_hook_file",
+    "load_hook_mapping",
+    "parse_hook_text",
+]
 _TOP_KEYS = ("purpose", "context", "hooks", "agent", "limits", "restart")
 _TRIGGERS = ("on_exit", "on_output_match", "on_timeout", "on_crash_loop")
 _HOOK_KEYS = ("name", *_TRIGGERS, "instructions", "max_spawns")
@@ -73,57 +82,11 @@ def load_hook_file(path: str | Path) -> HookFile:
         raise HookFileError(
             [f"{name}:{line}: cannot read hook file: not UTF-8 ({exc.reason}); save it as UTF-8"]
         ) from None
-    return _anchor_script(parse_hook_text(text, name), Path(path))
+    hf, locate = _parse(text, name)
+    return _anchor_plugins(_anchor_script(hf, Path(path)), Path(path), locate)
 
 
-def load_settings_hooks(path: str | Path) -> tuple[ShellHook, ...]:
-    """The shell hooks of a settings file (see `load_settings_file`)."""
-    return load_settings_file(path)[0]
-
-
-def load_settings_file(path: str | Path) -> tuple[tuple[ShellHook, ...], list[str]]:
-    """A settings file (JSON or YAML, Claude Code's settings.json shape): its shell hooks and
-    its `extensions` (paths relative to the file, made absolute and syntax-checked).
-
-    Raises:
-        HookFileError: `FILE:LINE: what; how to fix it`.
-    """
-    name = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HookFileError([f"{name}: cannot read settings file: {exc}; check the path"]) from None
-    try:
-        read = read_yaml if name.endswith((".yaml", ".yml")) else read_json
-        data, composer = read(text, name)
-    except ReadAbort as exc:
-        raise HookFileError([str(exc)]) from None
-    if not isinstance(data, Mapping):
-        raise HookFileError([f"{name}:1: a settings file must be a mapping with a hooks key"])
-    unknown = sorted(set(data) - {"hooks", "extensions"})
-    if unknown:
-        line = composer.lines.get((unknown[0],), 1)
-        raise HookFileError(
-            [f"{name}:{line}: unknown key {unknown[0]!r}; a settings file has hooks and extensions"]
-        )
-    ext = data.get("extensions") or []
-    if not isinstance(ext, list) or not all(isinstance(x, str) for x in ext):
-        line = composer.lines.get(("extensions",), 1)
-        raise HookFileError([f"{name}:{line}: extensions must be a list of paths or modules"])
-    hf = _anchor_extensions(HookFile(agent=AgentConfig(extensions=tuple(ext))), Path(path))
-    try:
-        return parse_shell_hooks(data.get("hooks"), source=name), list(hf.agent.extensions or ())
-    except ShellHookError as exc:
-        key: KeyPath = ("hooks", *exc.path)
-        while key and key not in composer.lines:
-            key = key[:-1]
-        line = composer.lines.get(key, 1)
-        raise HookFileError(
-            [f"{name}:{line}: hooks.{'.'.join(map(str, exc.path))}: {exc}"]
-        ) from None
-
-
-def _anchor_extensions(hf: HookFile, path: Path) -> HookFile:
+def anchor_extensions(hf: HookFile, path: Path) -> HookFile:
     """Extension paths are relative to the hook file; a syntax error is found now; each is
     pinned to its content (see agent_threads.extensions)."""
     specs = hf.agent.extensions or ()
@@ -149,7 +112,7 @@ def _anchor_extensions(hf: HookFile, path: Path) -> HookFile:
 
 def _anchor_script(hf: HookFile, path: Path) -> HookFile:
     """A relative `scripted:FILE` model means relative to the hook file, wherever it runs."""
-    hf = _anchor_extensions(hf, path)
+    hf = anchor_extensions(hf, path)
     model = hf.agent.model
     if model is not None and model.startswith("scripted:"):
         script = Path(model.removeprefix("scripted:")).expanduser()
@@ -159,12 +122,44 @@ def _anchor_script(hf: HookFile, path: Path) -> HookFile:
     return hf
 
 
+def _anchor_plugins(hf: HookFile, path: Path, locate: _Locate) -> HookFile:
+    """agent.plugins: each directory (relative to the hook file) loaded now, its hooks in
+    `plugin_hooks`, so the launch record holds what its threads run."""
+    specs = hf.agent.plugins
+    if not specs:
+        return hf
+    from supervisor.ccfiles import load_plugin
+
+    roots: list[str] = []
+    hooks: list[ShellHook] = []
+    warnings: list[FileWarning] = []
+    problems: list[str] = []
+    for i, spec in enumerate(specs):
+        _, at = locate(("agent", "plugins", i))
+        try:
+            plugin = load_plugin(spec, path.resolve().parent, f"{at}: agent.plugins[{i}]")
+        except HookFileError as exc:
+            problems += exc.problems
+            continue
+        roots.append(str(plugin.root))
+        hooks += plugin.hooks.shell
+        warnings += plugin.hooks.warnings
+    if problems:
+        raise HookFileError(problems)
+    agent = replace(hf.agent, plugins=tuple(roots), plugin_hooks=tuple(hooks))
+    return replace(hf, agent=agent, warnings=(*hf.warnings, *warnings))
+
+
 def parse_hook_text(text: str, filename: str) -> HookFile:
     """Validate hook file text; `filename` names it in messages and picks YAML or JSON.
 
     Raises:
         HookFileError: listing every problem, each as `FILE:LINE: what; how to fix it`.
     """
+    return _parse(text, filename)[0]
+
+
+def _parse(text: str, filename: str) -> tuple[HookFile, _Locate]:
     _check_extension(filename)
     text = text.removeprefix("\ufeff")
     try:
@@ -184,7 +179,7 @@ def parse_hook_text(text: str, filename: str) -> HookFile:
         line = composer.lines.get(path, 1)
         return line, f"{filename}:{line}"
 
-    return _validate(data, _Report(locate, composer.problems), (filename,))
+    return _validate(data, _Report(locate, composer.problems), (filename,)), locate
 
 
 def load_hook_mapping(data: Mapping[str, Any], where: str) -> HookFile:
@@ -210,12 +205,15 @@ def _check_extension(filename: str) -> None:
 # Validation: plain values -> HookFile, or every problem found.
 
 
+_Locate = Callable[[KeyPath], tuple[int, str]]  # key path -> (line, "FILE:LINE")
+
+
 class _Report(Problems):
     """Problems found so far, each located by key path and sorted by line at the end."""
 
     def __init__(
         self,
-        locate: Callable[[KeyPath], tuple[int, str]],  # key path -> (line, "FILE:LINE")
+        locate: _Locate,
         located: list[tuple[int, str]] | None = None,  # the reader's, located already
     ) -> None:
         super().__init__()
@@ -243,21 +241,34 @@ def _validate(data: Any, r: _Report, sources: tuple[str, ...]) -> HookFile:
     r.unknown_keys(data, (), _TOP_KEYS)
     purpose = _text(data, ("purpose",), r, "write purpose: what the process is for")
     context = _mapping(data, "context", r, "write context: {related_files: [a.py]}")
-    agent = _agent(data.get("agent"), sources[0], r)
+    warned: list[ConfigWarning] = []
+    agent = _agent(data.get("agent"), sources[0], r, warned)
     limits = _check_limits(data.get("limits"), r)
     hooks = _check_hooks(data.get("hooks"), r)
     restart = check_restart(data.get("restart"), r)
     r.check()
     given = data.get("limits")
     limits_set = frozenset(given) & {"max_depth", "rate"} if isinstance(given, Mapping) else None
+    warnings = []
+    for w in warned:
+        line, _ = r.locate(w.path)
+        warnings.append(FileWarning(sources[0], line or None, w))
     return HookFile(
-        hooks, purpose, context, limits, agent, sources, limits_set or frozenset(), restart
+        hooks,
+        purpose,
+        context,
+        limits,
+        agent,
+        sources,
+        limits_set or frozenset(),
+        tuple(sorted(warnings, key=lambda w: w.line or 0)),
+        restart=restart,
     )
 
 
-def _agent(value: Any, source: str, r: _Report) -> AgentConfig:
+def _agent(value: Any, source: str, r: _Report, warned: list[ConfigWarning]) -> AgentConfig:
     try:
-        return AgentConfig.parse(value, source)
+        return AgentConfig.parse(value, source, warnings=warned)
     except AgentConfigError as exc:
         for path, message in exc.problems:
             r.add(path, message)

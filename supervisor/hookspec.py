@@ -10,11 +10,27 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from agent_threads.config import AgentConfig
+from agent_threads.problems import ConfigWarning, dotted
 from state.ratelimit import DEFAULT_RATE as DEFAULT_RATE  # re-exported: hook files' limits
 from state.ratelimit import Rate as Rate
 from supervisor.restarts import RestartSpec
 
 TriggerKind = Literal["on_exit", "on_output_match", "on_timeout", "on_crash_loop"]
+
+
+@dataclass(frozen=True)
+class FileWarning:
+    """A warning where it was written: `FILE:LINE: warning: key.path: what, and why`."""
+
+    file: str
+    line: int | None  # None: about the file or directory as a whole
+    warning: ConfigWarning
+
+    def __str__(self) -> str:
+        at = self.file if self.line is None else f"{self.file}:{self.line}"
+        key = dotted(self.warning.path)
+        text = f"{at}: warning: {key + ': ' if key else ''}{self.warning.message}"
+        return text.encode(errors="backslashreplace").decode()  # printable, always
 
 
 @dataclass(frozen=True)
@@ -140,6 +156,9 @@ class HookFile:
     # The limits keys the file(s) wrote (set by the loader); the others are the defaults. Not
     # in spec.json: only merging files, and a thread's process, need it.
     limits_set: frozenset[str] = field(default=frozenset(), compare=False)
+    # What the loader accepted but will not use, and why (shown by `hooks check` and `run`;
+    # not in spec.json).
+    warnings: tuple[FileWarning, ...] = field(default=(), compare=False)
     restart: RestartSpec | None = None  # `restart:`; None: the file says nothing (policy no)
 
     def merge(self, other: HookFile) -> HookFile:
@@ -163,6 +182,7 @@ class HookFile:
             agent=self.agent.merge(other.agent),
             sources=self.sources + other.sources,
             limits_set=self.limits_set | other.limits_set,
+            warnings=self.warnings + other.warnings,
             restart=other.restart if other.restart is not None else self.restart,
         )
 

@@ -9,25 +9,19 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import yaml
 
+from agent_threads.hooks.ccevents import EVENTS as CC_EVENTS
 from agent_threads.hooks.shellrun import HookEvent, run_hooks
-from agent_threads.hooks.shellspec import EVENTS, ShellHook
+from agent_threads.hooks.shellspec import EVENTS, TOOL_EVENTS, ShellHook
 from supervise.errors import UserError
 from supervisor import transcriptview
 
 
 def _hooks(path: str) -> tuple[ShellHook, ...]:
-    from supervisor.hookfile import load_hook_file, load_settings_hooks
+    """The shell hooks a thread would run from `path`, read as `hooks check` reads it."""
+    from supervisor.hookcheck import load_checked
 
-    try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-        raw = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
-    except (OSError, ValueError, yaml.YAMLError):
-        raw = None  # the loaders below say what is wrong, with its line
-    if isinstance(raw, dict) and isinstance(raw.get("hooks"), dict):
-        return load_settings_hooks(path)  # a settings file: {hooks: {Event: [...]}}
-    return load_hook_file(path).agent.hooks or ()
+    return load_checked(path).shell
 
 
 def _payload(args: argparse.Namespace) -> dict[str, Any]:
@@ -43,12 +37,15 @@ def _payload(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_hooks_test(args: argparse.Namespace) -> int:
+    info = CC_EVENTS.get(args.event)
+    if info is not None and not info.fires:
+        raise UserError(f"--event {args.event} never fires in a thread ({info.note})")
     if args.event not in EVENTS:
         raise UserError(f"--event must be one of {', '.join(EVENTS)}, got {args.event!r}")
     hooks = _hooks(args.file)
     p = _payload(args)
     tool = p.get("tool_name")
-    if args.event in ("PreToolUse", "PostToolUse") and not tool:
+    if args.event in TOOL_EVENTS and not tool:
         raise UserError(
             f'{args.event} needs a tool: --tool Bash --input \'{{"command": "ls"}}\', or '
             '--input \'{"tool_name": "Bash", "tool_input": {...}}\''

@@ -136,17 +136,41 @@ def default_model(cwd: Path, name: str | None) -> str | None:
     return name
 
 
-def settings_hooks(path: Path | None) -> SettingsHooks:
+def settings_hooks(
+    path: Path | None, plugins: Sequence[str] = ()
+) -> tuple[SettingsHooks, list[str]]:
     """Shell hooks and extensions from the hook_settings setting (`--settings FILE`, else
-    `SUPERVISE_SETTINGS`); none without either."""
+    `SUPERVISE_SETTINGS`) and the Claude Code plugins given with `--plugin DIR`; and the
+    warnings about what they hold that will not be used.
+
+    Raises:
+        HookFileError: every file that cannot be read, `FILE:LINE: what; how to fix it`.
+    """
     from supervisor.runspec import SettingsHooks
 
-    if path is None:
-        return SettingsHooks()
-    from supervisor.hookfile import load_settings_file
+    if path is None and not plugins:
+        return SettingsHooks(), []
+    from supervisor.ccfiles import ClaudeHooks, load_plugins, load_settings_file
 
-    shell, extensions = load_settings_file(path)
-    return SettingsHooks(shell, tuple(extensions))
+    got, problems = ClaudeHooks(), []
+    if path is not None:
+        try:
+            got += load_settings_file(path)
+        except HookFileError as exc:
+            problems += exc.problems
+    try:
+        got += load_plugins(plugins)
+    except HookFileError as exc:
+        problems += exc.problems
+    if problems:
+        raise HookFileError(problems)
+    return SettingsHooks(got.shell, got.extensions), [str(w) for w in got.warnings]
+
+
+def show_warnings(lines: Sequence[str]) -> None:
+    """What the files given to a command hold that will not be used, on stderr, each once."""
+    for line in dict.fromkeys(lines):
+        err(line)
 
 
 def cmd_run(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
@@ -157,6 +181,7 @@ def cmd_run(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> 
     if not cmd:
         raise UserError("no command given; write: supervise run [--hook FILE] -- CMD [ARGS...]")
     hooks = with_restart_flags(load_hooks([*args.hook, *trailing]), args)
+    given, warned = settings_hooks(settings.hook_settings, args.plugin)
     extra_env = _parse_env(args.env)
     cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
     # Imported here: SQLAlchemy costs start-up that commands without the database skip.
@@ -176,9 +201,10 @@ def cmd_run(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> 
         # The CLI's SUPERVISE_MODEL (or settings file) is the fallback for this run's threads:
         # the daemon may have been started from another shell.
         model_default=default_model(cwd, settings.model),
-        settings_hooks=settings_hooks(settings.hook_settings),
+        settings_hooks=given,
     )
     resolve_command(req.argv, req.cwd, req.env)  # bad input starts nothing, not even a daemon
+    show_warnings([*(str(w) for w in hooks.warnings), *warned])
     ensure_daemon(paths, settings.autostart)
     row = launch(store, paths, req)
     if args.detach:

@@ -28,7 +28,7 @@ from state.threads import SETTLED, TERMINAL, ThreadRecord, ThreadStatus, get_thr
 from supervise.errors import SettingError, UserError
 from supervisor import transcriptview, views
 from supervisor.daemonlock import running_pid
-from supervisor.running import default_model, ensure_daemon, err, settings_hooks
+from supervisor.running import default_model, ensure_daemon, err, settings_hooks, show_warnings
 
 _TICK_MS = 2000
 
@@ -81,6 +81,8 @@ def cmd_ask(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> 
     except ValueError as exc:  # a rule's syntax: the resolver checks only the table's shape
         raise SettingError(f"{settings.config}: permissions: {exc}") from None
     profile = Profile().inherit(layer)
+    given, warned = settings_hooks(settings.hook_settings, args.plugin)
+    show_warnings(warned)
     new = NewThread(
         trigger="user",
         depth=0,
@@ -90,7 +92,7 @@ def cmd_ask(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> 
         model=model,
         cwd=str(cwd),
         permissions=json.dumps(profile.to_json()),
-        hooks=json.dumps(settings_hooks(settings.hook_settings).to_json()),
+        hooks=json.dumps(given.to_json()),
     )
     with _store(paths, settings) as store:
         record = store.transact(lambda conn: create_thread(conn, new, rate))

@@ -112,6 +112,7 @@ class ThreadHost:
             process_id=info.process_id,
             output_path=output,
             sandbox=sandbox,
+            profile=profile,  # Glob and Grep leave out what its Read rules deny
         )
         ext = load_extensions(extensions, cwd)
         launcher = self._launcher(info, env, profile, limits, name, shell_hooks, ext.specs, sandbox)
@@ -248,14 +249,19 @@ def _hooks_and_extensions(
     info: ThreadRecord, spec: RunSpec | None, agent: AgentConfig
 ) -> tuple[tuple[ShellHook, ...], list[str]]:
     """Every shell hook and extension of this thread: its parent thread's, its settings
-    file's, its own.
+    file's and plugins' (`--settings`, `--plugin`), its hook file's own and its plugins'.
 
     A thread started by a process that another thread launched runs the hooks of that
     thread too: sub-agents never lose their hooks.
     """
     given = spec.settings_hooks if spec else SettingsHooks.from_json(info.hooks)
     inherited = spec.inherited if spec and spec.inherited else Inherited()
-    shell_hooks = (*inherited.shell_hooks, *given.shell, *(agent.hooks or ()))
+    shell_hooks = (
+        *inherited.shell_hooks,
+        *given.shell,
+        *(agent.hooks or ()),
+        *(agent.plugin_hooks or ()),
+    )
     extensions = [*inherited.extensions, *given.extensions, *(agent.extensions or ())]
     return shell_hooks, extensions
 
@@ -276,6 +282,12 @@ def _hooks(hooks: str | Mapping[str, Any] | None, cwd: Path) -> HookFile:
         raise UserError(
             "a thread cannot add extensions (agent.extensions); its processes inherit the "
             "thread's own. Start the process yourself with `supervise run` to add one"
+        )
+    if hf.agent.plugins:
+        raise UserError(
+            "a thread cannot add plugins (agent.plugins): their hooks run unchecked by "
+            "permissions; its processes inherit the thread's own hooks. Start the process "
+            "yourself with `supervise run --plugin DIR` to add one"
         )
     if hf.agent.hooks:
         # Shell hooks run unchecked by permissions: from a thread they would widen them.

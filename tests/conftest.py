@@ -7,6 +7,8 @@ import importlib.util
 import itertools
 import json
 import os
+import queue
+import select
 import signal
 import subprocess
 import sys
@@ -15,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import pgserver
 import psutil
@@ -37,6 +39,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # SIGINT as a terminal gives it.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+# Likewise SIGHUP under nohup: a closed terminal's hangup must reach the tests' children as
+# it would from a terminal, while pytest itself still survives one.
+if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, lambda _sig, _frame: None)
 
 
 # A wait returns the moment its event happens, so a long limit costs nothing when all is
@@ -74,6 +80,42 @@ def wait_for(
 def wait_until(pred: Callable[[], Any], timeout: float = WAIT_S, what: str = "condition") -> Any:
     """Poll `pred` until it is truthy and return its value; see wait_for."""
     return wait_for(pred, bool, timeout=timeout, what=what)
+
+
+def first_line(stream: IO[str], *, what: str, timeout: float = WAIT_S) -> str:
+    """A child's first line, within `timeout`. For a stream nothing was read from yet (what
+    Python buffered is not seen by select); for more lines, use Lines."""
+    if not select.select([stream], [], [], timeout)[0]:
+        raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+    return stream.readline()
+
+
+class Lines:
+    """A child's pipe read line by line in a thread, so that each wait has a deadline (a bare
+    readline() waits forever and leaves pytest-timeout to report nothing useful)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+
+        def pump() -> None:
+            with contextlib.suppress(ValueError, OSError):  # closed by the test meanwhile
+                for line in stream:
+                    self._lines.put(line)
+            self._lines.put("")  # the end of the stream
+
+        threading.Thread(target=pump, daemon=True).start()
+
+    def next(self, *, what: str, timeout: float = WAIT_S) -> str:
+        """The next line ("" at the end of the stream)."""
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(
+                f"timed out after {timeout:g}s waiting for {what}; lines so far: {_show(self.seen)}"
+            ) from None
+        self.seen.append(line)
+        return line
 
 
 def match_hook(pattern: str, name: str, max_spawns: int = 1, instructions: str = "x") -> Any:

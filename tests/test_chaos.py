@@ -414,7 +414,8 @@ def test_hostile_output_and_file_names_reach_hooks_and_tools_only_as_data(
     prompt = (env.work / "seen_prompt").read_text()
     assert "ALERT $(touch pwned4) `touch pwned5` 'q\" \\0 end" in prompt  # NUL shown as \0
     seen = [json.loads(line) for line in (env.work / "seen_input").read_text().splitlines()]
-    assert seen[0]["path"] == evil  # newline and all, as JSON
+    # Claude Code's key, made absolute before hooks see it (the model sent the old `path`).
+    assert seen[0]["file_path"] == f"{env.work}/{evil}"  # newline and all, as JSON
     assert (env.work / evil).read_text() == evil
     res = results(t)
     assert "cannot contain a NUL byte" in res[1]["output"], res[1]  # a clear error, no crash

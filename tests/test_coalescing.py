@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import Daemon, Env, match_hook, wait_until
+from conftest import WAIT_S, Daemon, Env, Lines, match_hook, wait_until
 
 from supervisor.coalesce import DUTY, FAST_BYTES_PER_S, MAX_GAP_S, MIN_GAP_S, next_gap, read_delay
 from supervisor.inotify import IN_MODIFY, IN_ONESHOT
@@ -173,24 +173,23 @@ def test_an_attached_run_names_a_thread_while_the_child_runs(env: Env, daemon: D
         text=True,
     )
     assert cli.stdout is not None
-    try:
-        seen = []
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            line = cli.stdout.readline()
-            seen.append(line)
-            if "spawned" in line:
-                break
-        # Named while the child still waits: the go file does not exist yet.
-        assert not go.exists()
-        assert seen[0] == "ERROR: deadlock detected\n", seen
-        assert "hook dl (on_output_match) fired: thread t1" in seen[-1], seen
-        go.touch()
-        rest = cli.communicate(timeout=15)[0]
-        assert rest.startswith("after\n") and cli.returncode == 0
-    finally:
-        if cli.poll() is None:
-            cli.kill()
+    lines = Lines(cli.stdout)
+    with cli:
+        try:
+            what = "the attached run to name the spawned thread"
+            while (line := lines.next(what=what)) and "spawned" not in line:
+                pass
+            seen = lines.seen
+            # Named while the child still waits: the go file does not exist yet.
+            assert not go.exists()
+            assert seen[0] == "ERROR: deadlock detected\n", seen
+            assert "hook dl (on_output_match) fired: thread t1" in seen[-1], seen
+            go.touch()
+            assert lines.next(what="the child's line after the go file") == "after\n"
+            assert cli.wait(timeout=WAIT_S) == 0
+        finally:
+            if cli.poll() is None:  # a failed test must not leave it waiting
+                cli.kill()
 
 
 def test_a_python_child_is_unbuffered_unless_asked(env: Env, daemon: Daemon) -> None:

@@ -243,9 +243,16 @@ def test_ask_threads_get_settings_extensions_and_stop_skips_the_model(
     t = thread(env, "t1")
     (reply,) = [e for e in t["entries"] if e["kind"] == "assistant"]
     assert reply["content"] == "from the cache" and reply["model"].startswith("hook:")
-    bad = env.write("s2.json", json.dumps({"extension": []}))
+    # A settings file is Claude Code's: a key it has that supervise does not read is a
+    # warning, never a refusal (a typo of ours gets a suggestion).
+    typo = env.write("s2.json", json.dumps({"extension": []}))
+    r = env.cli("ask", "-d", "--settings", str(typo), "--model", f"scripted:{turns}", "x")
+    assert r.returncode == 0, r.stderr
+    assert f"{typo}:1: warning: extension: not read: supervise reads only hooks, " in r.stderr
+    assert "did you mean 'extensions'?" in r.stderr
+    bad = env.write("s3.json", json.dumps({"extensions": "cache.py"}))
     r = env.cli("ask", "--settings", str(bad), "x")
-    assert r.returncode == 2 and "unknown key 'extension'" in r.stderr
+    assert r.returncode == 2 and f"{bad}:1: extensions must be a list" in r.stderr
 
 
 def test_a_pinned_extension_that_changed_is_refused(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import Daemon, Env, wait_for, wait_until
+from conftest import Daemon, Env, first_line, wait_for, wait_until
 
 from state.fires import FireRecord
 from supervisor.tailing import LogReader, TailPos
@@ -175,7 +175,8 @@ def test_attached_run_and_logs_f_show_the_lines_after_a_rotation(env: Env, daemo
         cwd=env.work,
     )
     # `logs -f` holds the file before the rotation: it has printed what was there.
-    assert follow.stdout is not None and follow.stdout.readline() == "before\n"
+    assert follow.stdout is not None
+    assert first_line(follow.stdout, what="logs -f printing what was there") == "before\n"
     _rotate(*_logrotate_conf(env, pid))
     flag.touch()
     out, _ = attached.communicate(timeout=60)

@@ -455,7 +455,14 @@ async def test_a_failed_command_reaches_the_model_as_an_error_result() -> None:
     await t.run()
     (out,) = [e.body for e in t.journal.saved if isinstance(e.body, ToolOutput)]
     assert (out.is_error, out.status) == (True, "error")
-    assert "[exit code 1]" in out.output and out.data == {"exit_code": 1, "timed_out": False}
+    assert "[exit code 1]" in out.output
+    assert out.data == {
+        "stdout": "ran fail x",
+        "stderr": "",
+        "interrupted": False,
+        "exitCode": 1,
+        "isImage": False,
+    }
 
 
 @pytest.mark.anyio

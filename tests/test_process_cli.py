@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Daemon, Env, wait_for, wait_until
+from conftest import Daemon, Env, first_line, wait_for, wait_until
 
 
 def test_run_attached_shows_output_and_exits_with_child_code(env: Env) -> None:
@@ -244,7 +244,8 @@ def _attached(env: Env, *cmd: str) -> Iterator[subprocess.Popen[str]]:
 def test_ctrl_c_detaches_and_leaves_the_process_running(env: Env, daemon: Daemon) -> None:
     sleeper = "import time; print('up', flush=True); time.sleep(60)"
     with _attached(env, sys.executable, "-c", sleeper) as cli:
-        assert cli.stdout is not None and cli.stdout.readline() == "up\n"
+        assert cli.stdout is not None
+        assert first_line(cli.stdout, what="the child's first line") == "up\n"
         os.killpg(cli.pid, signal.SIGINT)  # Ctrl-C reaches the terminal's foreground group
         _out, err = cli.communicate(timeout=30)
     assert cli.returncode == 130 and "detached; process 1 keeps running" in err
@@ -255,7 +256,8 @@ def test_ctrl_c_detaches_and_leaves_the_process_running(env: Env, daemon: Daemon
 def test_process_survives_its_terminal_closing(env: Env, daemon: Daemon) -> None:
     sleeper = "import time; print('up', flush=True); time.sleep(60)"
     with _attached(env, sys.executable, "-c", sleeper) as cli:
-        assert cli.stdout is not None and cli.stdout.readline() == "up\n"
+        assert cli.stdout is not None
+        assert first_line(cli.stdout, what="the child's first line") == "up\n"
         os.killpg(cli.pid, signal.SIGHUP)  # what closing the terminal sends its session
         cli.communicate(timeout=30)
     assert env.process(1)["state"] == "running"

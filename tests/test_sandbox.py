@@ -276,7 +276,7 @@ def test_timeout_kills_the_whole_sandboxed_tree(place: tuple[Path, Path]) -> Non
         ]
 
     try:
-        r = bash(f"sleep {nap} & setsid sleep {nap} & sleep {nap}", home, work, timeout=1)
+        r = bash(f"sleep {nap} & setsid sleep {nap} & sleep {nap}", home, work, timeout=1000)
         assert "timed out after 1s" in r.output
         wait_until(lambda: not sleeping(), what="every sleep killed")
     finally:

@@ -82,9 +82,34 @@ def test_both_shapes_parse() -> None:
             "unknown key",
         ),
         (
-            {"PreToolUse": [{"hooks": [{"type": "prompt", "command": "x"}]}]},
+            {"PreToolUse": [{"hooks": [{"type": "script", "command": "x"}]}]},
             ("PreToolUse", 0, "hooks", 0, "type"),
-            "only type: command",
+            "type must be command, http, mcp_tool, prompt, agent",
+        ),
+        (
+            {"PreToolUse": [{"hooks": ["./check.sh"]}]},
+            ("PreToolUse", 0, "hooks", 0),
+            "must be a mapping with type and command",
+        ),
+        (
+            {"Stop": [{"hooks": [{"type": "command", "command": ["a", "b"]}]}]},
+            ("Stop", 0, "hooks", 0, "command"),
+            "command must be non-empty text",
+        ),
+        (
+            {"Stop": [{"hooks": [{"type": "command", "command": "x", "args": "a b"}]}]},
+            ("Stop", 0, "hooks", 0, "args"),
+            "args must be a list of text",
+        ),
+        (
+            {"Stop": [{"hooks": [{"type": "command", "command": "x", "async": "yes"}]}]},
+            ("Stop", 0, "hooks", 0, "async"),
+            "async must be true or false",
+        ),
+        (
+            {"PreToolUse": [{"hooks": [{"type": "command", "command": "x", "if": "Bash(("}]}]},
+            ("PreToolUse", 0, "hooks", 0, "if"),
+            "if must be one permission rule",
         ),
     ],
 )

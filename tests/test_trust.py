@@ -238,11 +238,11 @@ def _run(tool: Any, args: Any, ctx: ToolContext) -> ToolResult:
 
 
 def _read(ctx: ToolContext, path: str) -> ToolResult:
-    return _run(ReadTool(), ReadArgs(path=path), ctx)
+    return _run(ReadTool(), ReadArgs(file_path=path), ctx)
 
 
 def _write(ctx: ToolContext, path: str, content: str) -> ToolResult:
-    return _run(WriteTool(), WriteArgs(path=path, content=content), ctx)
+    return _run(WriteTool(), WriteArgs(file_path=path, content=content), ctx)
 
 
 def _home(ctx: ToolContext) -> Path:
@@ -271,7 +271,7 @@ def test_no_path_spelling_reaches_the_state_dir(ctx: ToolContext, path: str) -> 
     read = _read(ctx, path)
     assert read.is_error and "inside supervise's state directory" in read.output
     write = _write(ctx, path, "mine")
-    edit = _run(EditTool(), EditArgs(path=path, old_string="records", new_string="x"), ctx)
+    edit = _run(EditTool(), EditArgs(file_path=path, old_string="records", new_string="x"), ctx)
     for res in (write, edit):
         assert res.is_error and "inside supervise's state directory" in res.output
     assert (home / "state.db").read_text() == "records"
@@ -290,7 +290,7 @@ def test_only_read_of_the_triggering_output_is_let_through(ctx: ToolContext) -> 
         _write(ctx, str(run / "output.log"), "forged"),
         _run(
             EditTool(),
-            EditArgs(path=str(run / "output.log"), old_string="boom", new_string="x"),
+            EditArgs(file_path=str(run / "output.log"), old_string="boom", new_string="x"),
             ctx,
         ),
     ):
@@ -316,7 +316,7 @@ def test_paths_resolve_from_cwd_and_the_tools_home(ctx: ToolContext) -> None:
     target.chmod(0o640)
     (ctx.cwd / "t").symlink_to(target)
     assert not _run(
-        EditTool(), EditArgs(path="t", old_string="old", new_string="new"), ctx
+        EditTool(), EditArgs(file_path="t", old_string="old", new_string="new"), ctx
     ).is_error
     assert target.read_text() == "new\n" and (ctx.cwd / "t").is_symlink()
     assert target.stat().st_mode & 0o777 == 0o640

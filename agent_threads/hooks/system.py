@@ -18,6 +18,7 @@ from pathlib import PurePath
 from typing import Any
 
 from agent_threads.hooks.base import Decision, Hooks, Turn, go_on
+from agent_threads.permissions import file_argument
 from agent_threads.transcript import AssistantReply, Entry, Reminder, ToolOutput, last_reply
 
 Trigger = Callable[[str, Mapping[str, Any]], "str | None"]
@@ -174,9 +175,8 @@ def plan_complete(tool_name: str, result: Mapping[str, Any]) -> bool:
 
 
 def _path(result: Mapping[str, Any]) -> str | None:
-    args = result.get("arguments") or {}
-    path = args.get("path")
-    return path if isinstance(path, str) else None
+    """The file a call named: `file_path` (Claude Code's), or `path` (this tool's first key)."""
+    return file_argument(result.get("arguments") or {})
 
 
 def _changed(tool_name: str, result: Mapping[str, Any]) -> str | None:

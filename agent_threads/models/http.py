@@ -44,6 +44,8 @@ def _server_message(body: bytes) -> str:
         return str(err["message"])
     if isinstance(err, str):
         return err
+    if isinstance(data, dict) and isinstance(data.get("message"), str):
+        return str(data["message"])  # vLLM's `{"object": "error", "message": ...}`
     return text.strip()
 
 
@@ -127,6 +129,9 @@ class Endpoint:
 
 
 async def _sse(resp: httpx.Response, secret: str | None) -> AsyncIterator[tuple[str, str]]:
+    """Server-sent events as (event, data), as the SSE spec reads them, plus one field no spec
+    has: llama.cpp's server before ggml-org/llama.cpp#16109 sent a mid-stream error as an
+    `error: {...}` line, which a strict reader drops (the stream then looks complete)."""
     event, data = "message", list[str]()
     try:
         async for line in resp.aiter_lines():
@@ -134,10 +139,18 @@ async def _sse(resp: httpx.Response, secret: str | None) -> AsyncIterator[tuple[
                 if data:
                     yield event, "\n".join(data)
                 event, data = "message", list[str]()
-            elif line.startswith("event:"):
-                event = line[6:].strip()
-            elif line.startswith("data:"):
-                data.append(line[5:].lstrip())
+                continue
+            if line.startswith(":"):  # a comment: keep-alive pings
+                continue
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "event":
+                event = value.strip()
+            elif name == "data":
+                data.append(value)
+            elif name == "error":
+                event = "error"
+                data.append(value)
         if data:
             yield event, "\n".join(data)
     except httpx.HTTPError as exc:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -18,6 +18,9 @@ from agent_threads.command import Runner, run_command
 from agent_threads.messages import ToolSpec
 from agent_threads.sandbox import Sandbox
 from supervise.errors import Signal
+
+if TYPE_CHECKING:
+    from agent_threads.permissions import Profile
 
 
 class ToolArgs(BaseModel):
@@ -60,6 +63,9 @@ class ToolContext:
     sandbox: Sandbox | None = None
     # What starts a tool's subprocesses; a test passes a recording fake.
     runner: Runner = run_command
+    # The thread's permission rules: Glob and Grep leave out, below the directory they
+    # search, what these deny or ask for (Read rules), as Claude Code hides a denied path.
+    profile: Profile | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 

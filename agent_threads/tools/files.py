@@ -1,102 +1,61 @@
-"""Read, Write and Edit: files relative to the thread's working directory.
+"""Read, Write and Edit, in Claude Code's shapes: `file_path`, `offset`/`limit`, `content`,
+`old_string`/`new_string`/`replace_all`.
 
-A path is resolved first (`~` from the tools' HOME, relative to the working directory, `..`
-and symlinks followed), and a file inside supervise's state directory ($SUPERVISE_HOME) or
-the daemon's own /proc entry is refused whatever the permissions say: these tools run inside
-the daemon, and that is where its records and its model keys are. One exception: Read may
-read the triggering process's own output ($SUPERVISE_OUTPUT), which the thread is there to
-look at. What is really opened is checked again through its descriptor, so a symlink
-swapped in meanwhile gains nothing.
+`prepare` makes `file_path` absolute (relative to the thread's working directory, `~` from
+the tools' HOME) before permission rules and hooks see it, as Claude Code does, so a guard
+cannot be bypassed by a relative spelling. The old key `path` is still taken for
+`file_path` (scripted model files and transcripts of earlier versions); `prepare` renames it,
+so hooks see `file_path` either way. What these tools never reach is in `guard`. Each
+returns Claude Code's `tool_response` object (`responses`) besides the text the model reads.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
 import secrets
 import stat
-from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 
 from agent_threads.tools.base import Tool, ToolArgs, ToolContext, ToolFailure, ToolResult
+from agent_threads.tools.guard import absolute, check_opened, resolve_path
+from agent_threads.tools.responses import (
+    EditResponse,
+    ReadFile,
+    ReadResponse,
+    WriteResponse,
+    as_data,
+    structured_patch,
+)
 
 MAX_READ_BYTES = 10 << 20
+DEFAULT_READ_LINES = 2000  # Claude Code's Read: at most 2000 lines unless `limit` says
+MAX_LINE_CHARS = 2000  # and longer lines are cut
+
+# `path` was these tools' key before they took Claude Code's `file_path`.
+FILE_PATH = AliasChoices("file_path", "path")
+
+# Kept importable from here (tests use it).
+_check_opened = check_opened
 
 
-_PROC_PID = re.compile(r"^/proc/(\d+)(?:/|$)")
+def file_path_arguments(arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    """`arguments` with `path` renamed `file_path` (in its place) and made absolute. Pure."""
+    out = arguments
+    if "file_path" not in arguments and "path" in arguments:
+        out = {("file_path" if k == "path" else k): v for k, v in arguments.items()}
+    raw = out.get("file_path")
+    if isinstance(raw, str) and raw and "\0" not in raw:
+        out = {**out, "file_path": absolute(raw, ctx)}
+    return out
 
 
-def _expand_user(raw: str, env: Mapping[str, str]) -> str:
-    """`~` as the tools' shell would expand it: from their HOME, not the daemon's."""
-    if (raw == "~" or raw.startswith("~/")) and env.get("HOME"):
-        return env["HOME"] + raw[1:]
-    return os.path.expanduser(raw)
-
-
-def _path(ctx: ToolContext, raw: str, *, write: bool) -> Path:
-    """The real path `raw` names (nothing of it need exist), once it is not off limits."""
-    if "\0" in raw:
-        raise ToolFailure(f"{raw!r}: a path cannot contain a NUL byte")
-    p = Path(_expand_user(raw, ctx.env))
-    real = Path(os.path.realpath(p if p.is_absolute() else ctx.cwd / p))
-    _refuse_protected(ctx, real, raw, write=write)
-    return real
-
-
-def _own_output(ctx: ToolContext, real: Path) -> bool:
-    if ctx.output_path is None:
-        return False
-    output = Path(os.path.realpath(ctx.output_path))
-    return real in (output, output.with_name(output.name + ".1"))  # and its scanned head
-
-
-def _refuse_protected(ctx: ToolContext, real: Path, raw: str, *, write: bool) -> None:
-    if not write and _own_output(ctx, real):
-        return
-    why = _protected(ctx.env, real)
-    if why is not None:
-        shown = raw if str(real) == raw else f"{raw} (that is {real})"
-        raise ToolFailure(
-            f"{shown}: refused: {why}; tools never read or write it, whatever the permissions say"
-        )
-
-
-def _protected(env: Mapping[str, str], real: Path) -> str | None:
-    """Why `real` is off limits to these tools, or None."""
-    home = env.get("SUPERVISE_HOME")
-    if home:
-        state = Path(os.path.realpath(home))
-        if real == state or state in real.parents:
-            return "it is inside supervise's state directory ($SUPERVISE_HOME)"
-    m = _PROC_PID.match(str(real))
-    if m is not None and _tgid(int(m.group(1))) == os.getpid():
-        # /proc/self/environ and /proc/<a thread of ours>/mem: the daemon's keys and memory.
-        return "it is the supervise daemon's own /proc entry"
-    return None
-
-
-def _tgid(pid: int) -> int | None:
-    """The process a /proc/PID entry belongs to (a thread's id names its process's too)."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("Tgid:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def _check_opened(ctx: ToolContext, fd: int, raw: str, *, write: bool) -> None:
-    """Refuse what `fd` really is, if a path changed under us between resolving and opening."""
-    try:
-        opened = os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        return  # no /proc: the resolved path was checked
-    _refuse_protected(ctx, Path(opened), raw, write=write)
+class FileTool(Tool):
+    def prepare(self, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        return file_path_arguments(arguments, ctx)
 
 
 def _read_text(ctx: ToolContext, path: Path, raw: str, *, write: bool = False) -> str:
@@ -109,10 +68,10 @@ def _read_text(ctx: ToolContext, path: Path, raw: str, *, write: bool = False) -
     except OSError as exc:
         raise ToolFailure(f"{raw}: cannot read: {exc.strerror}") from None
     with os.fdopen(fd, "rb") as f:
-        _check_opened(ctx, fd, raw, write=write)
+        check_opened(ctx, fd, raw, write=write)
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
-            raise ToolFailure(f"{raw}: is a directory; use Bash with ls to list it")
+            raise ToolFailure(f"{raw}: is a directory; list it with Glob (or Bash ls)")
         if not stat.S_ISREG(mode):
             raise ToolFailure(f"{raw}: not a regular file; read it with Bash")
         try:
@@ -132,7 +91,7 @@ def _write_atomic(ctx: ToolContext, path: Path, text: str, raw: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        _check_opened(ctx, dfd, raw, write=True)
+        check_opened(ctx, dfd, raw, write=True)
         try:
             mode: int | None = os.stat(path.name, dir_fd=dfd).st_mode & 0o7777
         except FileNotFoundError:
@@ -154,76 +113,143 @@ def _write_atomic(ctx: ToolContext, path: Path, text: str, raw: str) -> None:
 
 
 class ReadArgs(ToolArgs):
-    path: str = Field(description="File to read (relative to the working directory).")
-    offset: int | None = Field(default=None, ge=1, description="First line to show (1-based).")
-    limit: int | None = Field(default=None, ge=1, description="How many lines to show.")
+    file_path: str = Field(
+        validation_alias=FILE_PATH,
+        description="The file to read: an absolute path (a relative one is taken from the "
+        "working directory).",
+    )
+    offset: int | None = Field(
+        default=None, ge=0, description="The line number to start reading from (1-based)."
+    )
+    limit: int | None = Field(
+        default=None,
+        ge=1,
+        description=f"How many lines to read (default {DEFAULT_READ_LINES}).",
+    )
 
 
-class ReadTool(Tool):
+class ReadTool(FileTool):
     name = "Read"
-    description = "Read a text file; lines come back numbered. offset/limit show a part."
+    description = (
+        "Read a text file; lines come back numbered (cat -n). By default up to "
+        f"{DEFAULT_READ_LINES} lines from the start; offset and limit read a part. Lines over "
+        f"{MAX_LINE_CHARS} characters are cut."
+    )
     Args = ReadArgs
 
     async def run(self, args: ReadArgs, ctx: ToolContext) -> ToolResult:
-        lines = _read_text(ctx, _path(ctx, args.path, write=False), args.path).splitlines()
-        first = args.offset or 1
-        last = len(lines) if args.limit is None else min(len(lines), first - 1 + args.limit)
-        shown = [f"{n:>6}\t{lines[n - 1]}" for n in range(first, last + 1)]
+        raw = args.file_path
+        path = resolve_path(ctx, raw, write=False)
+        lines = _read_text(ctx, path, raw).splitlines()
+        first = max(args.offset or 1, 1)
+        limit = args.limit or DEFAULT_READ_LINES
+        last = min(len(lines), first - 1 + limit)
+        shown = [_cut_line(line) for line in lines[first - 1 : last]]
+        file = ReadFile(absolute(raw, ctx), "\n".join(shown), len(shown), first, len(lines))
+        data = as_data(ReadResponse("text", file))
         if not shown:
-            return ToolResult(f"{args.path}: no lines from {first} (it has {len(lines)})")
-        return ToolResult("\n".join(shown))
+            return ToolResult(f"{raw}: no lines from {first} (it has {len(lines)})", data=data)
+        text = "\n".join(f"{n:>6}\t{line}" for n, line in enumerate(shown, first))
+        if args.limit is None and last < len(lines):
+            text += (
+                f"\n[... lines {first}-{last} of {len(lines)} shown; read on with "
+                f"offset={last + 1} ...]"
+            )
+        return ToolResult(text, data=data)
+
+
+def _cut_line(line: str) -> str:
+    if len(line) <= MAX_LINE_CHARS:
+        return line
+    return f"{line[:MAX_LINE_CHARS]}… [line cut: {len(line)} characters]"
 
 
 class WriteArgs(ToolArgs):
-    path: str = Field(description="File to write (created with its folders if missing).")
+    file_path: str = Field(
+        validation_alias=FILE_PATH,
+        description="The file to write (created with its folders if missing): an absolute "
+        "path (a relative one is taken from the working directory).",
+    )
     content: str = Field(description="The whole new content.")
 
 
-class WriteTool(Tool):
+class WriteTool(FileTool):
     name = "Write"
     description = "Write a whole file, replacing what it held."
     Args = WriteArgs
 
     async def run(self, args: WriteArgs, ctx: ToolContext) -> ToolResult:
-        path = _path(ctx, args.path, write=True)
+        raw = args.file_path
+        path = resolve_path(ctx, raw, write=True)
         if path.is_dir():
-            raise ToolFailure(f"{args.path}: is a directory")
+            raise ToolFailure(f"{raw}: is a directory")
+        existed = path.is_file()
+        original = _old_text(ctx, path, raw) if existed else None
         try:
-            _write_atomic(ctx, path, args.content, args.path)
+            _write_atomic(ctx, path, args.content, raw)
         except OSError as exc:
-            raise ToolFailure(f"{args.path}: cannot write: {exc.strerror}") from None
-        return ToolResult(f"wrote {len(args.content.encode())} bytes to {args.path}")
+            raise ToolFailure(f"{raw}: cannot write: {exc.strerror}") from None
+        patch = structured_patch(original, args.content) if original is not None else []
+        response = WriteResponse(
+            "update" if existed else "create", absolute(raw, ctx), args.content, patch, original
+        )
+        size = len(args.content.encode())
+        return ToolResult(f"wrote {size} bytes to {raw}", data=as_data(response))
+
+
+def _old_text(ctx: ToolContext, path: Path, raw: str) -> str | None:
+    """What a file held before Write replaces it; None if it is no text to show."""
+    try:
+        return _read_text(ctx, path, raw, write=True)
+    except ToolFailure:
+        return None
 
 
 class EditArgs(ToolArgs):
-    path: str = Field(description="File to edit.")
+    file_path: str = Field(
+        validation_alias=FILE_PATH,
+        description="The file to edit: an absolute path (a relative one is taken from the "
+        "working directory).",
+    )
     old_string: str = Field(description="Exact text to replace; must occur exactly once.")
     new_string: str = Field(description="The replacement text.")
     replace_all: bool = Field(default=False, description="Replace every occurrence.")
 
 
-class EditTool(Tool):
+class EditTool(FileTool):
     name = "Edit"
     description = "Replace an exact string in a file (it must be unique unless replace_all)."
     Args = EditArgs
 
     async def run(self, args: EditArgs, ctx: ToolContext) -> ToolResult:
-        path = _path(ctx, args.path, write=True)
-        text = _read_text(ctx, path, args.path, write=True)
+        raw = args.file_path
+        path = resolve_path(ctx, raw, write=True)
+        text = _read_text(ctx, path, raw, write=True)
         if args.old_string == args.new_string:
             raise ToolFailure("old_string and new_string are the same; nothing to change")
         if not args.old_string:
             raise ToolFailure("old_string is empty; give the exact text to replace")
         count = text.count(args.old_string)
         if count == 0:
-            raise ToolFailure(f"old_string was not found in {args.path}; Read it and copy exactly")
+            raise ToolFailure(f"old_string was not found in {raw}; Read it and copy exactly")
         if count > 1 and not args.replace_all:
             raise ToolFailure(
-                f"old_string occurs {count} times in {args.path}; it must be unique: add "
+                f"old_string occurs {count} times in {raw}; it must be unique: add "
                 "surrounding lines, or set replace_all"
             )
+        new = text.replace(args.old_string, args.new_string)
         try:
-            _write_atomic(ctx, path, text.replace(args.old_string, args.new_string), args.path)
+            _write_atomic(ctx, path, new, raw)
         except OSError as exc:
-            raise ToolFailure(f"{args.path}: cannot write: {exc.strerror}") from None
-        return ToolResult(f"replaced {count} occurrence{'s' * (count > 1)} in {args.path}")
+            raise ToolFailure(f"{raw}: cannot write: {exc.strerror}") from None
+        response = EditResponse(
+            absolute(raw, ctx),
+            args.old_string,
+            args.new_string,
+            text,
+            structured_patch(text, new),
+            args.replace_all,
+        )
+        return ToolResult(
+            f"replaced {count} occurrence{'s' * (count > 1)} in {raw}", data=as_data(response)
+        )

@@ -12,6 +12,7 @@ from agent_threads.tools.bash import BashTool
 from agent_threads.tools.files import EditTool, ReadTool, WriteTool
 from agent_threads.tools.plan import UpdatePlanTool
 from agent_threads.tools.runprocess import RunProcessTool
+from agent_threads.tools.search import GlobTool, GrepTool
 
 log = logging.getLogger("supervise.threads")
 
@@ -24,6 +25,8 @@ def default_tools() -> dict[str, Tool]:
         ReadTool(),
         WriteTool(),
         EditTool(),
+        GlobTool(),
+        GrepTool(),
         UpdatePlanTool(),
         RunProcessTool(),
     ]
