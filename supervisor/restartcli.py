@@ -128,7 +128,8 @@ def cmd_stop(args: argparse.Namespace, paths: StatePaths, settings: Settings) ->
         )
     else:
         how = f"killed by {rec.signal}" if rec.signal else f"exited with code {rec.exit_code}"
-        print(f"process {row.id} stopped: {how}")
+        which = f"process {row.chain}" + (f" (run {row.run_no})" if row.run_no > 1 else "")
+        print(f"{which} stopped: {how}")
     return 0
 
 

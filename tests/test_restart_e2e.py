@@ -157,7 +157,7 @@ def test_a_stop_ends_the_loop_and_restart_brings_it_back_by_name(env: Env, daemo
     assert runs[0].signal == "SIGKILL" and runs[1].cause == "restart"
     # A person's stop: no restart follows, whatever the policy.
     r = env.cli("stop", "svc2", "--grace", "2", check=True)
-    assert f"process {runs[1].id} stopped: killed by SIGTERM" in r.stdout
+    assert f"process {svc} (run 2) stopped: killed by SIGTERM" in r.stdout
     runs = wait_chain(env, svc, lambda rs: rs[-1].state == "exited", "run 2 recorded")
     assert len(runs) == 2 and runs[1].stop_request == "stop"
     # `restart` by name starts run 3 (a person's), and it runs.
