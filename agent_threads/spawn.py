@@ -24,7 +24,7 @@ class FireFacts:
 
     command: str
     pid: int | None
-    trigger: str  # on_exit | on_output_match | on_timeout
+    trigger: str  # on_exit | on_output_match | on_timeout | on_crash_loop
     hook_name: str
     instructions: str
     runtime_s: float
@@ -36,6 +36,7 @@ class FireFacts:
     matched_line: str | None = None
     pattern: str | None = None
     timeout_s: float | None = None
+    crash_loop: str | None = None  # on_crash_loop: "crash loop: 10 restarts within 10m"
 
 
 def exit_meaning(exit_code: int | None, signal: str | None) -> str:
@@ -75,6 +76,9 @@ def _trigger_line(f: FireFacts, token: str) -> str:
         return f"on_output_match (pattern {code_span(f.pattern or '')} matched {where})"
     if f.trigger == "on_timeout":
         return f"on_timeout (still running after {f.timeout_s:g}s)"
+    if f.trigger == "on_crash_loop":
+        last = exit_meaning(f.exit_code, f.signal)
+        return f"on_crash_loop ({f.crash_loop}; no more restarts; the last run: {last})"
     return visible(f.trigger)
 
 

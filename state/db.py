@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeVar
 
 from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
 from state.schema import migrate
 from state.settings import StoreSettings
@@ -228,6 +228,10 @@ class Store:
             return DatabaseLocked(
                 f"{self.where}: a transaction kept conflicting with another writer ({text_}); retry"
             )
+        if isinstance(exc, IntegrityError):
+            # A unique key held: the record is there already (two writers raced); nothing of
+            # this transaction was written.
+            return StateError(f"{self.where}: already recorded, nothing written ({text_})")
         if self.backend == "postgresql":
             return self._postgres_error(exc, text_, state)
         return self._sqlite_error(text_)

@@ -5,12 +5,16 @@ the process's end go in ONE transaction, so a daemon killed at any instant and r
 neither misses nor repeats a fire. Whether a fire spawns, is refused or is dropped is decided
 by the caller's `planner` (supervisor/limits.py decides; state/ only stores), run inside the
 transaction on what it holds: the counters and the keys already recorded.
+
+With an end, the caller's `restart` planner (supervisor/restarts.py decides) is asked first,
+on the chain's history read in the same transaction, whether a next run follows; that run
+is recorded there too (state/runs.py), so an exit is restarted once, whenever the daemon dies.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from sqlalchemy import bindparam, select
@@ -21,6 +25,7 @@ from state.counters import Counter, counters_in, save_counters
 from state.db import Store
 from state.processes import ProcessEnd, TailState
 from state.ratelimit import Rate
+from state.runs import NextRun, RunHistory, history_in, insert_next_run
 from state.threads import NewThread, create_thread
 from supervise.errors import StateError
 
@@ -40,6 +45,9 @@ class FireRecord:
     spawned: bool
     reason: str | None
     thread_id: int | None
+    # Listings only: which run of which process (its first run's id) it belongs to.
+    run_no: int | None = field(default=None, compare=False)
+    first_id: int | None = field(default=None, compare=False)
 
     @classmethod
     def from_row(cls, row: Row[Any]) -> FireRecord:
@@ -85,17 +93,35 @@ Planner = Callable[[PlanInput], FirePlan]
 
 
 @dataclass(frozen=True, slots=True)
+class RestartPlan:
+    """What follows an end: the next run to record, and the end's state if not as given."""
+
+    next_run: NextRun | None = None
+    state: str | None = None  # `crash-loop`: the policy gave up after this run
+
+
+# Run inside the transaction before the fire planner, maybe more than once (a retried
+# PostgreSQL transaction): it must be a pure function of its input.
+RestartPlanner = Callable[[RunHistory], RestartPlan]
+
+
+@dataclass(frozen=True, slots=True)
 class Committed:
     fires: list[FireRecord]  # the recorded fires, in the plan's order
     counters: dict[str, Counter]  # by hook, after the commit
+    next_run: int | None = None  # the run recorded after this end
 
 
 _F = t.fire.c
 _P = t.process.c
-_COLUMNS = [_F[f] for f in FireRecord.__dataclass_fields__]
+_COLUMNS = [_F[f] for f in FireRecord.__dataclass_fields__ if f not in ("run_no", "first_id")]
 
-_LIST = select(*_COLUMNS).order_by(_F.at, _F.id)
-_LIST_ONE = select(*_COLUMNS).where(_F.process_id == bindparam("pid")).order_by(_F.at, _F.id)
+_LIST = (
+    select(*[*_COLUMNS, _P.run_no, _P.first_id])
+    .select_from(t.fire.outerjoin(t.process, _P.id == _F.process_id))
+    .order_by(_F.at, _F.id)
+)
+_LIST_OF = _LIST.where(_F.process_id.in_(bindparam("pids", expanding=True)))
 _RECORDED = select(_F.key).where(_F.key.in_(bindparam("keys", expanding=True)))
 _INSERT = t.fire.insert().returning(*_COLUMNS)
 _SET_THREAD = (
@@ -106,18 +132,24 @@ _SET_THREAD = (
 )
 # Locks the row (PostgreSQL): a second daemon on this process waits here, then fails the
 # offset check below.
-_LOCK = select(_P.log_offset, _P.depth).where(_P.id == bindparam("b_id")).with_for_update()
+_LOCK = (
+    select(_P.log_offset, _P.depth, _P.stop_request)
+    .where(_P.id == bindparam("b_id"))
+    .with_for_update()
+)
 # Parameters named b_*: the other parameters given name the columns to set.
 _UPDATE = t.process.update().where(_P.id == bindparam("b_id"))
 
 
-def list_fires(store: Store, process_id: int | None = None) -> list[FireRecord]:
-    """Every fire (or one process's), in the order they happened."""
+def list_fires(store: Store, process_id: int | Sequence[int] | None = None) -> list[FireRecord]:
+    """Every fire (or those of one process, or of several: the runs of a restarted one), in
+    the order they happened, each with its run's number."""
     with store.read() as conn:
         if process_id is None:
             rows = conn.execute(_LIST)
         else:
-            rows = conn.execute(_LIST_ONE, {"pid": process_id})
+            ids = [process_id] if isinstance(process_id, int) else list(process_id)
+            rows = conn.execute(_LIST_OF, {"pids": ids})
         return [FireRecord.from_row(r) for r in rows]
 
 
@@ -131,6 +163,8 @@ def commit_fires(
     expect_offset: int | None,
     tail: TailState | None = None,
     end: ProcessEnd | None = None,
+    restart: RestartPlanner | None = None,
+    restart_policy: bool = True,
 ) -> Committed:
     """Record what `planner` decides about the fires `keys`, with the process's new tail
     position and end, in one transaction.
@@ -145,41 +179,58 @@ def commit_fires(
             another writer moved it, and nothing is written. None: no check.
         tail: the tailing bookkeeping to save; None leaves it.
         end: how the process ended; None: it has not.
+        restart: with an end, decides (before `planner`) what follows it: a next run to
+            record, or the end's state (`crash-loop`).
+        restart_policy: False when the process has no restart policy: `restart` is then
+            asked only after a person's `supervise restart`.
 
     Raises:
         StateError: the process is not recorded, or its saved offset moved.
     """
 
     def txn(conn: Connection) -> Committed:
-        depth = _lock(conn, process_id, expect_offset)
+        depth, asked = _lock(conn, process_id, expect_offset)
         columns = {**(tail.columns() if tail else {}), **(end.columns() if end else {})}
         if columns:
             conn.execute(_UPDATE, {"b_id": process_id, **columns})
+        after = RestartPlan()
+        # Without a policy, only a person's `supervise restart` makes a next run: the
+        # history is read (a query per end) only when it can matter.
+        if restart is not None and end is not None and (restart_policy or asked == "restart"):
+            after = restart(history_in(conn, process_id))
+            if after.state is not None:
+                conn.execute(_UPDATE, {"b_id": process_id, "state": after.state})
         counters = counters_in(conn, process_id)
-        if not keys:
-            return Committed([], counters)
-        recorded = frozenset(conn.execute(_RECORDED, {"keys": list(keys)}).scalars())
-        plan = planner(PlanInput(depth, dict(counters), recorded))
-        changed = {h: c for h, c in plan.counters.items() if counters.get(h) != c}
-        save_counters(conn, process_id, changed)
-        fires = [_write(conn, process_id, w, rate) for w in plan.writes]
-        return Committed(fires, {**counters, **plan.counters})
+        fires: list[FireRecord] = []
+        if keys:
+            recorded = frozenset(conn.execute(_RECORDED, {"keys": list(keys)}).scalars())
+            plan = planner(PlanInput(depth, dict(counters), recorded))
+            changed = {h: c for h, c in plan.counters.items() if counters.get(h) != c}
+            save_counters(conn, process_id, changed)
+            fires = [_write(conn, process_id, w, rate) for w in plan.writes]
+            counters = {**counters, **plan.counters}
+        next_id = None
+        if after.next_run is not None:
+            assert end is not None
+            next_id = insert_next_run(conn, process_id, after.next_run, end.ended_at)
+        return Committed(fires, counters, next_id)
 
     return store.transact(txn)
 
 
-def _lock(conn: Connection, process_id: int, expect_offset: int | None) -> int:
-    """Lock the process row, check its saved offset; returns its depth."""
+def _lock(conn: Connection, process_id: int, expect_offset: int | None) -> tuple[int, str | None]:
+    """Lock the process row, check its saved offset; returns its depth and what a person
+    asked of it (stop, restart)."""
     row = conn.execute(_LOCK, {"b_id": process_id}).first()
     if row is None:
         raise StateError(f"process {process_id} vanished from the state database")
-    offset, depth = row
+    offset, depth, asked = row
     if expect_offset is not None and offset != expect_offset:
         raise StateError(
             f"process {process_id}: saved offset moved ({offset} != {expect_offset}); "
             "is a second daemon running on this state directory?"
         )
-    return int(depth)
+    return int(depth), asked
 
 
 def _write(conn: Connection, process_id: int, w: FireWrite, rate: Rate) -> FireRecord:

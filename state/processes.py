@@ -4,6 +4,10 @@ A process is created `starting` (with its launch record, in one transaction), be
 `running` once its pids are known, and ends `exited` (its exit record was read) or `lost`
 (it ended without one, or its run dir went away). Its end is written by
 `state.fires.commit_fires`, with the on_exit fires it produced, so neither is saved alone.
+
+A restarted process is a chain of such rows, one per run (state/runs.py): the next run is
+recorded `backoff` by the exit's commit, and becomes `starting` when the daemon starts it; a
+run after which the policy gave up ends `crash-loop` instead of `exited`.
 """
 
 from __future__ import annotations
@@ -12,17 +16,18 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, cast, get_args
 
-from sqlalchemy import bindparam, case, select
+from sqlalchemy import bindparam, case, func, select
 from sqlalchemy.engine import Connection, Row
 
 from state import tables as t
 from state.db import Store
 from supervise.errors import StateError
 
-ProcessState = Literal["starting", "running", "exited", "lost"]
+ProcessState = Literal["starting", "running", "exited", "lost", "backoff", "crash-loop"]
 PROCESS_STATES: tuple[ProcessState, ...] = get_args(ProcessState)
 ACTIVE: tuple[ProcessState, ...] = ("starting", "running")  # not known to have ended
-EndState = Literal["exited", "lost"]
+ENDED: tuple[ProcessState, ...] = ("exited", "lost", "crash-loop")  # ended: never again
+EndState = Literal["exited", "lost", "crash-loop"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +67,17 @@ class ProcessRecord:
     log_new_skipping: bool
     spec: str | None
     env_key: str | None
+    first_id: int | None  # the chain's first run (None: a row from before schema 6 = itself)
+    run_no: int
+    cause: str  # run | restart | manual (supervisor/restarts.py Cause)
+    due_at: float | None  # backoff: when it may start
+    after_thread: bool  # backoff: and once the previous run's on_exit threads are done
+    stop_request: str | None  # stop | restart: what a person asked of this run
+
+    @property
+    def chain(self) -> int:
+        """The id of the chain's first run: what names the process across its restarts."""
+        return self.first_id if self.first_id is not None else self.id
 
     @classmethod
     def from_row(cls, row: Row[Any]) -> ProcessRecord:
@@ -94,6 +110,11 @@ class NewProcess:
     parent_thread_id: int | None = None
     env_key: str | None = None
     state: ProcessState = "starting"
+    first_id: int | None = None  # None: a first run (it becomes its own id)
+    run_no: int = 1
+    cause: str = "run"
+    due_at: float | None = None
+    after_thread: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +182,12 @@ _LIST = select(*_COLUMNS).order_by(_P.started_at, _P.id)
 _ACTIVE = select(*_COLUMNS).where(_P.state.in_(ACTIVE)).order_by(_P.started_at, _P.id)
 _INSERT = t.process.insert().returning(_P.id)
 # Parameters named b_*: a bind named like a column is reserved for the SET clause.
-_SET_SPEC = t.process.update().where(_P.id == bindparam("b_id")).returning(*_COLUMNS)
+_SET_SPEC = (
+    t.process.update()
+    .where(_P.id == bindparam("b_id"))
+    .values(first_id=func.coalesce(_P.first_id, _P.id))  # a first run heads its own chain
+    .returning(*_COLUMNS)
+)
 _MARK_RUNNING = (
     t.process.update()
     .where(_P.id == bindparam("b_id"))

@@ -17,10 +17,19 @@ from sqlalchemy.engine import Connection
 from state import tables as t
 from supervise.errors import StateError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
+
+
+def _runs(conn: Connection) -> None:
+    """Schema 6: every row recorded before restarts is the first (and only) run of itself."""
+    conn.execute(
+        t.process.update().where(t.process.c.first_id.is_(None)).values(first_id=t.process.c.id)
+    )
+    t.run_index.create(conn, checkfirst=True)
+
 
 # version -> what to run on a database older than it, after the columns were added.
-_STEPS: dict[int, Callable[[Connection], None]] = {}
+_STEPS: dict[int, Callable[[Connection], None]] = {6: _runs}
 
 
 def _default_sql(column: Column[Any]) -> str:

@@ -18,6 +18,7 @@ from sqlalchemy import (
     Column,
     Float,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
@@ -73,7 +74,22 @@ process = Table(
     # the Fernet key that opens runs/N/env.json.
     Column("spec", String),
     Column("env_key", String),
+    # Schema 6: restarts. Each run of a restarted process is its own row (its own output,
+    # exit record and fires), linked to the chain's first run: `first_id` (its own id for a
+    # first run), `run_no` (1, 2, ...; unique within the chain), `cause` (run | restart |
+    # manual: who started it). A run the restart policy decided on waits as `backoff` until
+    # `due_at` (and, with `after_thread`, until the previous run's on_exit threads are done).
+    # `stop_request` is what a person asked of a run (stop | restart): the exit's commit
+    # reads it to decide what comes next.
+    Column("first_id", Integer),
+    Column("run_no", Integer, nullable=False, default=1),
+    Column("cause", String, nullable=False, default="run"),
+    Column("due_at", Float),
+    Column("after_thread", Boolean, nullable=False, default=False),
+    Column("stop_request", String),
 )
+# Two writers cannot both record run N of one process: the exactly-once of restarts.
+run_index = Index("ux_process_run", process.c.first_id, process.c.run_no, unique=True)
 
 hook_counter = Table(
     "hook_counter",

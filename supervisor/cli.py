@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -13,13 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from state.paths import StatePaths
 from state.settings import Settings, load_settings
-from supervise.errors import HookFileError, SuperviseError, UserError
+from supervise.errors import HookFileError, SuperviseError
 from supervisor import views
 from supervisor.daemonlock import running_pid
 from supervisor.redaction import make_redact
-from supervisor.rundir import RunDir
 from supervisor.running import cmd_run, err
-from supervisor.stopping import parse_signal, stop_process
 
 if TYPE_CHECKING:  # imported when used: --help and `hooks` never load SQLAlchemy
     from state.db import Store
@@ -36,7 +33,9 @@ examples:
   supervise approve t3 / deny t3 --reason "not on prod"
   supervise ask "why did the nightly job fail?"
   supervise send t3 "now fix it"
-  supervise stop 7 --grace 5
+  supervise stop 7 --grace 5            (by id or by name: supervise stop worker)
+  supervise restart worker
+  supervise run --restart on-failure -- ./worker.sh
   supervise fires
   supervise hooks check hooks.yaml
   supervise hooks check .claude/settings.json ./my-plugin   (Claude Code's: what runs, what not)
@@ -100,23 +99,33 @@ def _parser() -> argparse.ArgumentParser:
         help="leave a Python child's stdout block-buffered (by default supervise sets "
         "PYTHONUNBUFFERED=1 unless it is set, so each line and its hooks come when printed)",
     )
+    _restart_flags(r)
     r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command")
 
-    sub.add_parser(
+    dm = sub.add_parser(
         "daemon",
-        help="run the supervisor loop in the foreground",
+        help="run the supervisor loop in the foreground (daemon stop: stop it)",
         description="Run the supervisor loop in the foreground (systemd runs it at "
         "boot). On start it recovers every process: fires the on_exit hooks of those "
-        "that ended while it was down, resumes tailing the others.",
+        "that ended while it was down, resumes tailing the others, starts pending "
+        "restarts. `supervise daemon stop` stops the running daemon (supervised "
+        "processes keep running).",
     )
+    dm.add_argument("action", nargs="?", choices=["stop"], help="stop the running daemon")
 
     ps = sub.add_parser("ps", help="list processes and threads")
     ps.add_argument("--json", action="store_true")
+    ps.add_argument(
+        "--all", action="store_true", help="every run of a restarted process, not the newest"
+    )
 
-    lg = sub.add_parser("logs", help="print a process's output")
-    lg.add_argument("id", type=int)
-    lg.add_argument("-f", "--follow", action="store_true", help="keep printing until it ends")
+    lg = sub.add_parser("logs", help="print a process's output (every run of it)")
+    lg.add_argument("id", metavar="ID|NAME")
+    lg.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing until it ends (and restarts)"
+    )
     lg.add_argument("-n", "--lines", type=int, metavar="N", help="only the last N lines")
+    lg.add_argument("--run", type=int, metavar="N", help="only run N of a restarted process")
 
     th = sub.add_parser("thread", help="inspect and retry threads")
     thsub = th.add_subparsers(dest="thread_command", metavar="SUBCOMMAND", required=True)
@@ -173,14 +182,30 @@ def _parser() -> argparse.ArgumentParser:
     cn = sub.add_parser("cancel", help="stop a thread (its running tool is killed)")
     cn.add_argument("id", help="thread id, e.g. t3")
 
-    st = sub.add_parser("stop", help="stop a process: TERM to its group, KILL after --grace")
-    st.add_argument("id", type=int)
+    st = sub.add_parser(
+        "stop",
+        help="stop a process: TERM to its group, KILL after --grace (no restart follows)",
+    )
+    st.add_argument("id", metavar="ID|NAME")
     st.add_argument("--signal", default="TERM", help="signal to send first (default TERM)")
     st.add_argument("--grace", type=float, default=10.0, help="seconds before KILL (default 10)")
 
+    rs = sub.add_parser(
+        "restart",
+        help="start a process again (stopping it first if it runs)",
+        description="Start the process's next run now: a running one is stopped first (TERM, "
+        "KILL after --grace), a pending restart starts at once, an ended one starts again. "
+        "A person's restart starts the crash-loop count over.",
+    )
+    rs.add_argument("id", metavar="ID|NAME")
+    rs.add_argument("--signal", default="TERM", help="signal to send first (default TERM)")
+    rs.add_argument("--grace", type=float, default=10.0, help="seconds before KILL (default 10)")
+
     fi = sub.add_parser("fires", help="every hook fire, refused ones with their reason")
     fi.add_argument("--json", action="store_true")
-    fi.add_argument("--process", type=int, metavar="ID", help="only this process's fires")
+    fi.add_argument(
+        "--process", metavar="ID|NAME", help="only this process's fires (every run of it)"
+    )
 
     hk = sub.add_parser("hooks", help="hook file tools")
     hksub = hk.add_subparsers(dest="hooks_command", metavar="SUBCOMMAND", required=True)
@@ -259,6 +284,22 @@ def _plugin_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _restart_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--restart",
+        metavar="POLICY",
+        choices=["no", "on-failure", "always"],
+        help="restart it when it ends: no, on-failure, always (the hook file's restart: "
+        "policy, its other values kept)",
+    )
+    p.add_argument(
+        "--restart-delay",
+        metavar="DURATION",
+        help="the wait before the first restart, e.g. 1s or 500ms (it doubles per quick "
+        "crash in a row, up to the policy's max_delay)",
+    )
+
+
 def _detach_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-d", "--detach", action="store_true", help="return at once, print the id")
     p.add_argument("--json", action="store_true", help='with -d: print {"id": ...}')
@@ -285,10 +326,11 @@ def cmd_ps(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> i
     procs = [_scrubbed(p, redact) for p in list_processes(store)]
     threads = list_threads(store)
     if args.json:
+        restarts = views.restart_counts(procs)
         print(
             json.dumps(
                 {
-                    "processes": [views.process_json(p) for p in procs],
+                    "processes": [views.process_json(p, restarts[p.chain]) for p in procs],
                     "threads": [views.thread_json(t) for t in threads],
                 },
                 indent=1,
@@ -297,10 +339,10 @@ def cmd_ps(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> i
         return 0
     now = time.time()
     print("PROCESSES")
-    print(views.process_table(procs, now) if procs else "(none)")
+    print(views.process_table(procs, now, all_runs=args.all) if procs else "(none)")
     print("\nTHREADS")
-    print(views.thread_table(threads, now) if threads else "(none)")
-    busy = any(p.state in ACTIVE for p in procs) or any(
+    print(views.thread_table(threads, now, procs) if threads else "(none)")
+    busy = any(p.state in (*ACTIVE, "backoff") for p in procs) or any(
         t.status in ("queued", "running") for t in threads
     )
     if busy and running_pid(paths.daemon_pid) is None:
@@ -311,52 +353,10 @@ def cmd_ps(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> i
     return 0
 
 
-def _process(paths: StatePaths, settings: Settings, process_id: int) -> ProcessRecord:
-    from state.processes import get_process
-
-    row = get_process(_store(paths, settings), process_id)
-    if row is None:
-        raise UserError(f"no process {process_id}; `supervise ps` lists them")
-    return row
-
-
 def cmd_logs(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
-    from supervisor.follow import child_output, follow_output  # asyncio and inotify: logs only
+    from supervisor.runlogs import cmd_logs  # asyncio and inotify: logs only
 
-    row = _process(paths, settings, args.id)
-    run = RunDir(paths.run_dir(args.id))
-    shim = (row.shim_pid, row.shim_started)
-    # The child's own file, also where logrotate renamed it (its lines keep going there).
-    source = child_output(run, shim, row.log_inode)
-    if not source.exists():
-        raise SuperviseError(f"process {args.id} has no output file ({run.output} is gone)")
-    out = sys.stdout.buffer
-    # Output past max_log_bytes was moved to output.log.1; its place in output.log is a hole.
-    offset = row.log_punched
-    if offset and args.lines is None:
-        err(f"supervise: the first {offset} bytes of output are in {run.archive} (max_log_bytes)")
-    size = source.stat().st_size if source.exists() else 0
-    if args.lines is not None:
-        if args.lines < 0:
-            raise UserError(f"-n must be 0 or more, got {args.lines}")
-        from supervisor.tailing import tail_lines
-
-        for line in tail_lines(source, size, args.lines, floor=offset) if args.lines else []:
-            out.write(line.encode() + b"\n")
-        out.flush()
-        offset = size
-    if args.follow:
-        try:
-            follow_output(run, out, offset=offset, shim=shim, source=source)
-        except KeyboardInterrupt:
-            return 0
-    elif args.lines is None:
-        with open(source, "rb") as f:
-            f.seek(offset)
-            while chunk := f.read(1 << 16):
-                out.write(chunk)
-        out.flush()
-    return 0
+    return cmd_logs(args, paths, settings)
 
 
 def cmd_thread(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
@@ -377,31 +377,29 @@ def _threads(name: str) -> Any:
 
 
 def cmd_stop(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
-    row = _process(paths, settings, args.id)
-    report = stop_process(
-        row,
-        RunDir(paths.run_dir(args.id)),
-        sig=parse_signal(args.signal),
-        grace=args.grace,
-        say=lambda m: err(f"supervise: {m}"),
-    )
-    rec = report.record
-    if rec is None:
-        err(
-            f"supervise: process {args.id} got {', '.join(report.sent)}; "
-            "its end is not recorded yet"
-        )
-    else:
-        how = f"killed by {rec.signal}" if rec.signal else f"exited with code {rec.exit_code}"
-        print(f"process {args.id} stopped: {how}")
-    return 0
+    from supervisor.restartcli import cmd_stop
+
+    return cmd_stop(args, paths, settings)
+
+
+def cmd_restart(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
+    from supervisor.restartcli import cmd_restart
+
+    return cmd_restart(args, paths, settings)
 
 
 def cmd_fires(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
     from state.fires import list_fires
 
     redact = make_redact(os.environ)
-    found = list_fires(_store(paths, settings), args.process)
+    store = _store(paths, settings)
+    runs: list[int] | None = None
+    if args.process is not None:  # every run of it
+        from state.runs import chain_runs
+        from supervisor.restartcli import resolve
+
+        runs = [r.id for r in chain_runs(store, resolve(store, args.process).chain)]
+    found = list_fires(store, runs)
     fires = [replace(f, detail=redact(f.detail)) for f in found]
     if args.json:
         print(json.dumps([views.fire_json(f) for f in fires], indent=1))
@@ -426,7 +424,11 @@ def cmd_examples(args: argparse.Namespace, paths: StatePaths, _settings: Setting
     return cmd_examples(args, paths)
 
 
-def cmd_daemon(_args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
+def cmd_daemon(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
+    if args.action == "stop":
+        from supervisor.restartcli import cmd_daemon_stop
+
+        return cmd_daemon_stop(args, paths, settings)
     from supervisor.daemon import configure_logging, run_daemon
 
     configure_logging()
@@ -453,6 +455,7 @@ COMMANDS: dict[str, Any] = {
     "deny": _threads("cmd_deny"),
     "cancel": _threads("cmd_cancel"),
     "stop": cmd_stop,
+    "restart": cmd_restart,
     "fires": cmd_fires,
     "hooks": cmd_hooks,
     "examples": cmd_examples,

@@ -18,6 +18,12 @@ started, and output.log is in one of two states:
 Output batches start no sooner than `coalesce.next_gap` after the last one ended, which
 keeps the daemon's share of a core small however many processes write; a quiet daemon has
 every process idle and does nothing.
+
+Restarts: a run the restart policy recorded after an exit (`backoff`) is stepped like any
+process: `restarts.start_due` says whether it may start, and it is started (launch.start_run)
+or given a timer for its due time; one waiting for threads (`restart.after_thread`) is looked
+at again when a thread ends. Recovery finds pending runs in the database, so a restart
+decided before a SIGKILL is started once by the next daemon.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import asyncio
 import logging
 import os
 import resource
+import shutil
 import signal
 import time
 from collections.abc import Callable, Mapping
@@ -38,12 +45,20 @@ from agent_threads.runner import ThreadRunner
 from state.counters import Counter, load_active_counters
 from state.db import Store, open_state_store
 from state.paths import StatePaths
-from state.processes import ProcessRecord, active_processes, get_process
+from state.processes import (
+    ENDED,
+    ProcessRecord,
+    active_processes,
+    forget_process,
+    get_process,
+)
+from state.runs import pending_runs, unfinished_exit_threads
 from state.settings import Settings
-from supervise.errors import SuperviseError
-from supervisor import wakes
+from supervise.errors import LaunchError, StateError, SuperviseError
+from supervisor import restarts, wakes
 from supervisor.coalesce import next_gap, read_delay
 from supervisor.daemonlock import DaemonLock
+from supervisor.ending import NOT_STARTED
 from supervisor.inotify import (
     IN_CLOSE_WRITE,
     IN_CREATE,
@@ -58,6 +73,7 @@ from supervisor.inotify import (
     Event,
     Inotify,
 )
+from supervisor.launch import launched, start_run
 from supervisor.redaction import RedactingFilter, make_redact
 from supervisor.threadhost import ThreadHost
 from supervisor.tracker import RUN_DIR_GONE, StepResult, Tracker, lose_unknown
@@ -94,8 +110,15 @@ class Daemon:
         self.settings = settings
         host = ThreadHost(store, paths, settings, env)
         runner = ThreadRunner(store, host.prepare, redact=make_redact(env), clock=clock)
+
+        async def run_thread(thread_id: int, resumed: bool) -> None:
+            try:
+                await runner.run(thread_id, resumed)
+            finally:
+                self._thread_ended()
+
         self.dispatcher = Dispatcher(
-            store, runner.run, concurrency=self.settings.max_threads, clock=clock
+            store, run_thread, concurrency=self.settings.max_threads, clock=clock
         )
         self.store = store
         self.clock = clock
@@ -123,6 +146,9 @@ class Daemon:
         self.output_drained = anyio.Event()
         self.output_due = 0.0  # monotonic time before which output is not read again
         self.timers: dict[tuple[int, Timer], asyncio.TimerHandle] = {}  # (process id, timer)
+        # Pending runs waiting for the threads of the exit before them (restart.after_thread).
+        self.waiting_runs: set[int] = set()
+        self.rescan_runs = False  # the CLI wrote `wake`: a run may have been recorded
         self._tg: TaskGroup | None = None
 
     # -- queueing work ---------------------------------------------------------------------
@@ -162,18 +188,31 @@ class Daemon:
                 tracker.close()
 
     async def _recover(self) -> None:
-        def load() -> list[int]:
+        def load() -> tuple[list[int], list[int]]:
             # One query for all: a thousand single-row reads cost seconds at start-up.
             self.prefetched = {r.id: r for r in active_processes(self.store)}
             counters = load_active_counters(self.store)
             self.prefetched_counters = {pid: counters.get(pid, {}) for pid in self.prefetched}
-            return list(self.prefetched)
+            active = list(self.prefetched)
+            pending = pending_runs(self.store)  # restarts decided, not started yet
+            self.prefetched.update({r.id: r for r in pending})
+            return active, [r.id for r in pending]
 
-        ids = await anyio.to_thread.run_sync(load)
+        ids, pending = await anyio.to_thread.run_sync(load)
         log.info("recovering %d process(es) not known to have ended", len(ids))
+        if pending:
+            log.info("%d restart(s) pending", len(pending))
         for pid in ids:
             self._watch_dir(pid)
             self.enqueue(pid, LIVENESS)
+        for pid in pending:
+            self.enqueue(pid)
+
+    def _thread_ended(self) -> None:
+        """A thread ended: the runs waiting for their exit's threads may start."""
+        for pid in self.waiting_runs:
+            self.enqueue(pid)
+        self.waiting_runs.clear()
 
     # -- watching files --------------------------------------------------------------------
 
@@ -297,6 +336,10 @@ class Daemon:
         if ev.wd == self.home_wd:
             if ev.name == self.paths.wake.name:
                 self.dispatcher.poke()
+                # `supervise restart` recorded a run, or a person cancelled a thread a
+                # pending run waits for.
+                self.rescan_runs = True
+                self.wake.set()
             return
         if ev.wd == self.runs_wd:
             if ev.name.isdigit() and ev.mask & (IN_DELETE | IN_MOVED_FROM):
@@ -321,7 +364,7 @@ class Daemon:
         new process) runs at once; output waits for the gap after the last output batch."""
         while True:
             due = self._output_waits() and time.monotonic() >= self._output_due()
-            if self.pending or due:
+            if self.pending or due or self.rescan_runs:
                 return due
             if not self._output_waits():
                 await self.wake.wait()
@@ -339,6 +382,10 @@ class Daemon:
     async def _work(self) -> None:
         while True:
             output = await self._wait_for_work()
+            if self.rescan_runs:
+                self.rescan_runs = False
+                for row in await anyio.to_thread.run_sync(pending_runs, self.store):
+                    self.enqueue(row.id)
             batch, self.pending = self.pending, {}
             if output:
                 self._take_outputs(batch)
@@ -408,8 +455,15 @@ class Daemon:
             row = self.prefetched.pop(pid, None)
             if row is None:
                 row = get_process(self.store, pid)
-            if row is None or row.state in ("exited", "lost"):
+            if row is None or row.state in ENDED:
                 return None
+            if row.state == "backoff" or (
+                row.state == "starting" and row.cause != "run" and not launched(self.paths, row)
+            ):
+                started = self._start_pending(row)
+                if not isinstance(started, ProcessRecord):
+                    return started
+                row = started
             try:
                 tracker = self.trackers[pid] = Tracker(
                     self.store,
@@ -429,7 +483,79 @@ class Daemon:
             check_liveness=wakes.check_liveness(reasons), timeouts_due=wakes.timeouts_due(reasons)
         )
 
+    def _start_pending(self, row: ProcessRecord) -> ProcessRecord | StepResult | None:
+        """A run a restart recorded: start it if due (its row, running), or say when to look
+        again (a StepResult); None if there is nothing to start any more."""
+        self.waiting_runs.discard(row.id)
+        if row.state == "backoff":
+            waits = unfinished_exit_threads(self.store, row) if row.after_thread else 0
+            due = row.due_at if row.due_at is not None else 0.0
+            when = restarts.start_due(due_at=due, now=self.clock(), unfinished_threads=waits)
+            if isinstance(when, restarts.WaitUntil):
+                return StepResult(start_at=when.at)
+            if isinstance(when, restarts.WaitForThreads):
+                return StepResult(waits_for_threads=True)
+        elif row.stop_request is not None:
+            # Claimed by a daemon that died before starting it, then stopped by a person.
+            log.info("process %d: stopped before it started; forgetting it", row.id)
+            forget_process(self.store, row.id)
+            shutil.rmtree(self.paths.run_dir(row.id), ignore_errors=True)
+            return None
+        try:
+            started = start_run(self.store, self.paths, row, clock=self.clock)
+        except (LaunchError, StateError) as exc:
+            log.warning("process %d: run %d could not start: %s", row.id, row.run_no, exc)
+            claimed = get_process(self.store, row.id)
+            if claimed is None or claimed.state != "starting":
+                return None
+            tracker = Tracker(self.store, self.paths, claimed, clock=self.clock)
+            try:
+                return tracker.lose(NOT_STARTED)
+            finally:
+                tracker.close()
+        if started is None:
+            return None  # stopped by a person before it was due
+        log.info(
+            "process %d: started run %d of process %d (pid %s)",
+            started.id,
+            started.run_no,
+            started.chain,
+            started.pid,
+        )
+        return started
+
+    def _log_decision(self, pid: int, res: StepResult) -> None:
+        d = res.decision
+        if isinstance(d, restarts.Restart):
+            log.info(
+                "process %d: %s restart as process %s in %.3gs",
+                pid,
+                "a person's" if d.cause == "manual" else "the policy's",
+                res.next_run,
+                max(0.0, d.at - self.clock()),
+            )
+        elif isinstance(d, restarts.CrashLoop):
+            log.warning("process %d: %s; not restarting it", pid, d.text())
+        elif isinstance(d, restarts.NoRestart) and d.reason != "policy no":
+            log.info("process %d: not restarted (%s)", pid, d.reason)
+
+    def _after_restart(self, pid: int, res: StepResult) -> bool:
+        """What a step says about restarts; True for a pending run (nothing else to do)."""
+        if res.decision is not None:
+            self._log_decision(pid, res)
+        if res.next_run is not None:
+            self.enqueue(res.next_run)  # its step starts it, or arms its timer
+        if res.start_at is not None:
+            self._arm(pid, CHANGE, res.start_at, "start")
+            return True
+        if res.waits_for_threads:
+            self.waiting_runs.add(pid)
+            return True
+        return False
+
     def _after(self, pid: int, res: StepResult) -> None:
+        if self._after_restart(pid, res):
+            return
         if not res.ended:
             self._settle_output(pid, res)
         if any(o.spawned for o in res.outcomes):

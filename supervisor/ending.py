@@ -15,9 +15,10 @@ from supervisor.rundir import ExitRecord
 
 STARTING_GRACE_S = 60.0  # a row still "starting" after this, with no shim, was never launched
 
-LostReason = Literal["run dir deleted", "ended without an exit record"]
+LostReason = Literal["run dir deleted", "ended without an exit record", "could not start"]
 RUN_DIR_GONE: LostReason = "run dir deleted"
 NO_EXIT_RECORD: LostReason = "ended without an exit record"
+NOT_STARTED: LostReason = "could not start"  # a restart whose start failed (daemon.log says why)
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,10 @@
 state layer (`state.fires.commit_fires`) records it with the output position, the hook
 counters, the new threads and the process's end, so a daemon killed at any instant and
 restarted neither misses nor repeats a fire.
+
+An end also asks the restart policy (supervisor/restarts.py) what follows, on the chain's
+history read in that same transaction: the next run is recorded with the end, or the end is
+a crash loop and the on_crash_loop fires go with it.
 """
 
 from __future__ import annotations
@@ -14,12 +18,16 @@ from agent_threads.spawn import FireFacts, render_prompt
 from state import fires
 from state.counters import Counter
 from state.db import Store
-from state.fires import FirePlan, FireWrite, PlanInput
+from state.fires import FirePlan, FireWrite, PlanInput, RestartPlan
 from state.processes import ProcessEnd, TailState
+from state.runs import NextRun, RunHistory, RunRow
 from state.threads import NewThread
+from supervisor import restarts
+from supervisor.ending import RUN_DIR_GONE
 from supervisor.hookspec import Hook, Limits
 from supervisor.limits import Verdict, decide
 from supervisor.redaction import redact_text
+from supervisor.restarts import CrashLoop, Decision, Restart, RestartSpec, RunFact
 from supervisor.triggers import FireKey
 
 
@@ -59,6 +67,55 @@ class Outcome:
     key: FireKey  # the fire's key: which thread a recorded one spawned
 
 
+@dataclass(frozen=True)
+class RestartStep:
+    """What an end's commit needs to decide whether a next run follows."""
+
+    spec: RestartSpec | None  # the process's policy (None: `no`)
+    crash_keys: Sequence[FireKey]  # the on_crash_loop fires a crash loop would make
+    crash_events: Callable[[CrashLoop], list[FireEvent]]  # ... and the fires themselves
+
+
+@dataclass(frozen=True)
+class EndCommitted:
+    outcomes: list[Outcome]
+    counters: dict[str, Counter]
+    decision: Decision | None  # what the restart policy decided (None: not asked)
+    next_run: int | None  # the id of the run recorded after this one
+
+
+def run_fact(row: RunRow) -> RunFact:
+    """A run's row as the restart decision sees it: any end but success is a failure."""
+    cause: restarts.Cause = "run"
+    for known in restarts.CAUSES:
+        if row.cause == known:
+            cause = known
+    ended = row.ended_at if row.ended_at is not None else row.started_at
+    return RunFact(row.started_at, ended, row.result != "success", cause)
+
+
+def plan_restart(spec: RestartSpec | None, history: RunHistory) -> tuple[Decision, RestartPlan]:
+    """What follows the last run of `history` (pure): the decision and what to record."""
+    last = history.runs[-1]
+    stop: restarts.StopRequest | None = None
+    if history.stop_request == "stop":
+        stop = "stop"
+    elif history.stop_request == "restart":
+        stop = "restart"
+    decision = restarts.decide(
+        spec,
+        [run_fact(r) for r in history.runs],
+        stop=stop,
+        # A run dir deleted under it: someone removed the process on purpose.
+        restartable=last.end_reason != RUN_DIR_GONE,
+    )
+    if isinstance(decision, Restart):
+        return decision, RestartPlan(NextRun(decision.at, decision.cause, decision.after_thread))
+    if isinstance(decision, CrashLoop):
+        return decision, RestartPlan(state="crash-loop")
+    return decision, RestartPlan()
+
+
 def commit_fires(
     store: Store,
     process_id: int,
@@ -89,32 +146,77 @@ def commit_fires(
     Raises:
         StateError: the process is not recorded, or its saved offset moved.
     """
+    done = commit_end(
+        store,
+        process_id,
+        events,
+        limits=limits,
+        expect_offset=expect_offset,
+        tail=tail,
+        end=end,
+        redact=redact,
+    )
+    return done.outcomes, done.counters
+
+
+def commit_end(
+    store: Store,
+    process_id: int,
+    events: Sequence[FireEvent],
+    *,
+    limits: Limits,
+    expect_offset: int | None,
+    tail: TailState | None = None,
+    end: ProcessEnd | None = None,
+    redact: Callable[[str], str] = redact_text,
+    restart: RestartStep | None = None,
+) -> EndCommitted:
+    """`commit_fires`, and with an end and a `restart` step, what follows it: the next run
+    recorded, or a crash loop with its on_crash_loop fires, in the same transaction."""
     masked = [_masked(ev, redact) for ev in events]
     outcomes: list[Outcome] = []
+    decided: list[Decision] = []
+
+    def after_end(history: RunHistory) -> RestartPlan:
+        decided.clear()  # run again when PostgreSQL retries the transaction
+        assert restart is not None
+        decision, plan = plan_restart(restart.spec, history)
+        decided.append(decision)
+        return plan
 
     def plan(given: PlanInput) -> FirePlan:
         outcomes.clear()  # run again when PostgreSQL retries the transaction
+        todo = masked
+        if restart is not None and decided and isinstance(decided[0], CrashLoop):
+            todo = masked + [_masked(ev, redact) for ev in restart.crash_events(decided[0])]
         # A thread is created when this commits, whenever its trigger happened (an exit found
         # at a restart): its created_at, and the rate limiter's window, count from now.
-        planned = _plan(masked, given, limits, time.time())
+        planned = _plan(todo, given, limits, time.time())
         outcomes.extend(planned.outcomes)
         return FirePlan(planned.writes, planned.counters)
 
+    keys = [ev.key.text for ev in masked]  # the key's text is what the database holds
+    if restart is not None:
+        keys += [k.text for k in restart.crash_keys]
     done = fires.commit_fires(
         store,
         process_id,
-        [ev.key.text for ev in masked],  # the key's text is what the database holds
+        keys,
         plan,
         rate=limits.rate,
         expect_offset=expect_offset,
         tail=tail,
         end=end,
+        restart=after_end if restart is not None else None,
+        restart_policy=restart is not None
+        and restart.spec is not None
+        and restart.spec.policy != "no",
     )
     thread_of = {f.key: f.thread_id for f in done.fires}
     result = [
         replace(o, thread_id=thread_of.get(o.key.text)) if o.recorded else o for o in outcomes
     ]
-    return result, done.counters
+    return EndCommitted(result, done.counters, decided[0] if decided else None, done.next_run)
 
 
 @dataclass(frozen=True)

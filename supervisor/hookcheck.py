@@ -87,7 +87,8 @@ def cmd_hooks_check(args: argparse.Namespace) -> int:
             sandbox = (hf.agent.sandbox or SandboxPolicy()).text()
             if hf.agent.sandbox is None:
                 sandbox += " (default; the settings file or SUPERVISE_SANDBOX may set it)"
-            print(f"{f}: OK: {names}; limits {hf.limits_text()}; sandbox {sandbox}")
+            restart = f"; restart {hf.restart.text()}" if hf.restart is not None else ""
+            print(f"{f}: OK: {names}; limits {hf.limits_text()}; sandbox {sandbox}{restart}")
             # The limits `run --hook A --hook B` applies (the same merge; hooks left out).
             together = together.merge(HookFile(limits=hf.limits, limits_set=hf.limits_set))
             hook_files += 1

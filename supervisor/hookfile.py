@@ -35,6 +35,7 @@ from supervisor.hookspec import (
     Hook,
     HookFile,
     Limits,
+    OnCrashLoop,
     OnExit,
     OnOutputMatch,
     OnTimeout,
@@ -44,6 +45,7 @@ from supervisor.hookspec import (
 )
 from supervisor.hooktext import EXAMPLE, ReadAbort, read_json, read_yaml
 from supervisor.matching import compile_pattern
+from supervisor.restartfile import check_restart
 
 EXTENSIONS = (".yaml", ".yml", ".json")
 __all__ = [
@@ -54,8 +56,8 @@ __all__ = [
     "load_hook_mapping",
     "parse_hook_text",
 ]
-_TOP_KEYS = ("purpose", "context", "hooks", "agent", "limits")
-_TRIGGERS = ("on_exit", "on_output_match", "on_timeout")
+_TOP_KEYS = ("purpose", "context", "hooks", "agent", "limits", "restart")
+_TRIGGERS = ("on_exit", "on_output_match", "on_timeout", "on_crash_loop")
 _HOOK_KEYS = ("name", *_TRIGGERS, "instructions", "max_spawns")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -243,6 +245,7 @@ def _validate(data: Any, r: _Report, sources: tuple[str, ...]) -> HookFile:
     agent = _agent(data.get("agent"), sources[0], r, warned)
     limits = _check_limits(data.get("limits"), r)
     hooks = _check_hooks(data.get("hooks"), r)
+    restart = check_restart(data.get("restart"), r)
     r.check()
     given = data.get("limits")
     limits_set = frozenset(given) & {"max_depth", "rate"} if isinstance(given, Mapping) else None
@@ -259,6 +262,7 @@ def _validate(data: Any, r: _Report, sources: tuple[str, ...]) -> HookFile:
         sources,
         limits_set or frozenset(),
         tuple(sorted(warnings, key=lambda w: w.line or 0)),
+        restart=restart,
     )
 
 
@@ -366,7 +370,11 @@ def _check_trigger(item: Mapping[str, Any], path: KeyPath, r: _Report) -> Trigge
         r.add((*path, *present[1:2]), f"{where(path)} {many if present else none}")
         return None
     kind = present[0]
-    check = {"on_exit": _check_on_exit, "on_output_match": _check_on_output_match}
+    check = {
+        "on_exit": _check_on_exit,
+        "on_output_match": _check_on_output_match,
+        "on_crash_loop": _check_on_crash_loop,
+    }
     return check.get(kind, _check_on_timeout)(item[kind], (*path, kind), r)
 
 
@@ -424,3 +432,15 @@ def _check_on_timeout(body: Any, path: KeyPath, r: _Report) -> OnTimeout | None:
     what = f"must be a number of seconds above 0 and at most {MAX_SECONDS} (10 years)"
     r.bad((*path, "seconds"), what, seconds, "write seconds: 7200")
     return None
+
+
+def _check_on_crash_loop(body: Any, path: KeyPath, r: _Report) -> OnCrashLoop | None:
+    if body is not None and not isinstance(body, Mapping):
+        r.bad(path, "must be an empty mapping", body, "write on_crash_loop: {}")
+        return None
+    if isinstance(body, Mapping) and body:
+        key = next(iter(body))
+        what = f"{where(path)} takes no keys, got {show(key)} (restart: sets when a crash loop is)"
+        r.add((*path, key), f"{what}; write on_crash_loop: {{}}")
+        return None
+    return OnCrashLoop()

@@ -13,8 +13,9 @@ from agent_threads.config import AgentConfig
 from agent_threads.problems import ConfigWarning, dotted
 from state.ratelimit import DEFAULT_RATE as DEFAULT_RATE  # re-exported: hook files' limits
 from state.ratelimit import Rate as Rate
+from supervisor.restarts import RestartSpec
 
-TriggerKind = Literal["on_exit", "on_output_match", "on_timeout"]
+TriggerKind = Literal["on_exit", "on_output_match", "on_timeout", "on_crash_loop"]
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,12 @@ class OnTimeout:
     seconds: float
 
 
-Trigger = OnExit | OnOutputMatch | OnTimeout
+@dataclass(frozen=True)
+class OnCrashLoop:
+    """Fires once when the restart policy gives up: too many restarts within its window."""
+
+
+Trigger = OnExit | OnOutputMatch | OnTimeout | OnCrashLoop
 
 
 def trigger_kind(trigger: Trigger) -> TriggerKind:
@@ -86,6 +92,8 @@ def trigger_kind(trigger: Trigger) -> TriggerKind:
         return "on_exit"
     if isinstance(trigger, OnOutputMatch):
         return "on_output_match"
+    if isinstance(trigger, OnCrashLoop):
+        return "on_crash_loop"
     return "on_timeout"
 
 
@@ -109,6 +117,8 @@ class Hook:
             body = {"exit_codes": list(codes) if codes is not None else None}
         elif isinstance(self.trigger, OnOutputMatch):
             body = {"pattern": self.trigger.pattern}
+        elif isinstance(self.trigger, OnCrashLoop):
+            body = {}
         else:
             body = {"seconds": self.trigger.seconds}
         return {
@@ -126,6 +136,8 @@ class Hook:
             trigger = OnExit(tuple(int(c) for c in codes) if codes is not None else None)
         elif "on_output_match" in data:
             trigger = OnOutputMatch(str(data["on_output_match"]["pattern"]))
+        elif "on_crash_loop" in data:
+            trigger = OnCrashLoop()
         else:
             trigger = OnTimeout(float(data["on_timeout"]["seconds"]))
         return cls(str(data["name"]), trigger, str(data["instructions"]), int(data["max_spawns"]))
@@ -147,6 +159,7 @@ class HookFile:
     # What the loader accepted but will not use, and why (shown by `hooks check` and `run`;
     # not in spec.json).
     warnings: tuple[FileWarning, ...] = field(default=(), compare=False)
+    restart: RestartSpec | None = None  # `restart:`; None: the file says nothing (policy no)
 
     def merge(self, other: HookFile) -> HookFile:
         """Combine two files given to one run: hooks add up, later keys win; a limit both
@@ -170,6 +183,7 @@ class HookFile:
             sources=self.sources + other.sources,
             limits_set=self.limits_set | other.limits_set,
             warnings=self.warnings + other.warnings,
+            restart=other.restart if other.restart is not None else self.restart,
         )
 
     def under(self, parent: Limits) -> HookFile:
@@ -188,7 +202,7 @@ class HookFile:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "purpose": self.purpose,
             "context": self.context,
             "hooks": [h.to_json() for h in self.hooks],
@@ -196,6 +210,9 @@ class HookFile:
             "agent": self.agent.to_json(),
             "sources": list(self.sources),
         }
+        if self.restart is not None:  # only then: records without it stay as they were
+            out["restart"] = self.restart.to_json()
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> HookFile:
@@ -208,6 +225,7 @@ class HookFile:
             limits=Limits.from_json(data["limits"]) if "limits" in data else Limits(),
             agent=AgentConfig.from_json(data.get("agent"), ", ".join(sources) or "a launch record"),
             sources=sources,
+            restart=RestartSpec.from_json(data["restart"]) if data.get("restart") else None,
         )
 
 

@@ -3,6 +3,10 @@
 The CLI calls this; a thread's RunProcess tool will too. Nothing is left half-recorded: if the
 shim cannot start, the row and the run dir are removed again.
 
+The daemon starts the next run of a restarted process with `start_run`: the run recorded by
+the exit's commit (`backoff`), claimed in one UPDATE, started from the launch record and the
+environment of the runs before it, exactly as they were started.
+
 The launch record (hooks, permissions, shell hooks, extension pins) goes into the process's
 row in the same transaction that creates it, with the key that opens env.json: the daemon
 takes both from the DB, so nothing a tool writes into the run dir changes what a thread runs
@@ -31,12 +35,13 @@ from state.processes import (
     forget_process,
     mark_running,
 )
-from supervise.errors import LaunchError, UserError
+from state.runs import chain_runs, claim_run
+from supervise.errors import LaunchError, StateError, UserError
 from supervisor.clocks import boot_clock
 from supervisor.hookspec import HookFile, Limits
 from supervisor.identity import boot_id, start_time
-from supervisor.rundir import RunDir, seal_env
-from supervisor.runspec import Inherited, RunSpec, SettingsHooks
+from supervisor.rundir import RunDir, new_env_key, seal_env, seal_env_with
+from supervisor.runspec import Inherited, RunSpec, SettingsHooks, renumbered
 
 SHIM = Path(__file__).with_name("shim.sh")
 READY_TIMEOUT_S = 10.0
@@ -181,6 +186,7 @@ def _spec(row: ProcessRecord, req: LaunchRequest, hooks: HookFile) -> RunSpec:
         model_default=req.model_default,
         settings_hooks=req.settings_hooks,
         inherited=req.inherited,
+        wrap=tuple(req.wrap),
     )
 
 
@@ -221,3 +227,84 @@ def _read_ready(fd: int) -> int:
             raise LaunchError("the shim ended before starting the child; see its output.log")
         buf += chunk
     return int(buf)
+
+
+def launched(paths: StatePaths, row: ProcessRecord) -> bool:
+    """Whether a shim was started for this run: it writes shim.pid first thing."""
+    return RunDir(paths.run_dir(row.id)).shim_pid.exists()
+
+
+def start_run(
+    store: Store,
+    paths: StatePaths,
+    row: ProcessRecord,
+    *,
+    clock: Callable[[], float] = time.time,
+) -> ProcessRecord | None:
+    """Start a run recorded by a restart: claim it if pending (`backoff` -> `starting`), then
+    start it as its process was started. Also for a run claimed by a daemon that died before
+    its shim started (no shim.pid): it is started then, once. Returns its row (running), or
+    None when it is not pending any more (a person stopped it).
+
+    Raises:
+        LaunchError: it cannot be started (its directory is gone, its environment cannot be
+            read); the caller records the run as lost.
+    """
+    if row.state == "backoff":
+        if row.spec is None:
+            raise LaunchError(f"process {row.id} has no launch record to restart from")
+        now = clock()
+        claimed = claim_run(
+            store,
+            row.id,
+            started_at=now,
+            started_boot=boot_clock(),
+            boot_id=boot_id(),
+            spec=renumbered(row.spec, row.id, now),
+            env_key=new_env_key(),
+        )
+        if claimed is None:
+            return None
+        row = claimed
+    if row.spec is None or row.env_key is None:
+        raise LaunchError(f"process {row.id} has no launch record to restart from")
+    spec = RunSpec.from_text(row.spec, f"process {row.id}'s launch record")
+    env = _previous_env(store, paths, row)
+    run = RunDir(paths.run_dir(row.id))
+    try:
+        run.path.mkdir(mode=0o700, exist_ok=True)  # exists: the last daemon died right here
+        run.write_env(seal_env_with(env, row.env_key))
+        run.write_spec(row.spec)
+        req = LaunchRequest(
+            argv=spec.argv, cwd=spec.cwd, env=env, unbuffered=spec.unbuffered, wrap=spec.wrap
+        )
+        if not req.cwd.is_dir():
+            raise LaunchError(f"its working directory {req.cwd} does not exist any more")
+        shim_pid, child_pid = _start_shim(run, req)
+    except OSError as exc:
+        raise LaunchError(f"cannot start {spec.argv[0]}: {exc}") from exc
+    return mark_running(
+        store,
+        row.id,
+        pid=child_pid,
+        pid_started=start_time(child_pid),
+        shim_pid=shim_pid,
+        shim_started=start_time(shim_pid),
+    )
+
+
+def _previous_env(store: Store, paths: StatePaths, row: ProcessRecord) -> dict[str, str]:
+    """The environment the runs before `row` were started with: the newest env.json that
+    opens with its run's key (a run dir removed by hand is skipped)."""
+    problems = []
+    for prev in reversed([r for r in chain_runs(store, row.chain) if r.run_no < row.run_no]):
+        if prev.env_key is None:
+            continue
+        try:
+            return RunDir(paths.run_dir(prev.id)).read_env(prev.env_key)
+        except StateError as exc:
+            problems.append(str(exc))
+    raise LaunchError(
+        "the environment it was started with cannot be read: "
+        + ("; ".join(problems[:1]) or "no earlier run kept one")
+    )

@@ -172,10 +172,21 @@ class ExitRecord:
 
 def seal_env(env: dict[str, str]) -> tuple[bytes, str]:
     """env.json's sealed content and its new key (which the DB keeps instead of the values)."""
+    key = new_env_key()
+    return seal_env_with(env, key), key
+
+
+def new_env_key() -> str:
     from cryptography.fernet import Fernet
 
-    key = Fernet.generate_key()
-    return Fernet(key).encrypt(json.dumps(env, sort_keys=True).encode()), key.decode("ascii")
+    return Fernet.generate_key().decode("ascii")
+
+
+def seal_env_with(env: dict[str, str], key: str) -> bytes:
+    """env.json's sealed content under a key already recorded (a restarted run's)."""
+    from cryptography.fernet import Fernet
+
+    return Fernet(key.encode("ascii")).encrypt(json.dumps(env, sort_keys=True).encode())
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -68,6 +68,30 @@ def load_hooks(files: Sequence[str]) -> HookFile:
     return merged
 
 
+def with_restart_flags(hooks: HookFile, args: argparse.Namespace) -> HookFile:
+    """`--restart POLICY` and `--restart-delay D` over the hook files' `restart:` (its other
+    values kept), into the launch record, so every restart runs under them."""
+    policy, delay = getattr(args, "restart", None), getattr(args, "restart_delay", None)
+    if policy is None and delay is None:
+        return hooks
+    from dataclasses import replace
+
+    from supervisor.restarts import RestartSpec, parse_duration
+
+    spec = hooks.restart or RestartSpec()
+    if policy is not None:
+        spec = replace(spec, policy=policy)
+    if delay is not None:
+        try:
+            seconds = parse_duration(delay)
+        except ValueError as exc:
+            raise UserError(f"--restart-delay {delay!r} must be {exc}") from None
+        spec = replace(spec, delay=seconds, max_delay=max(spec.max_delay, seconds))
+    if spec.policy == "no" and delay is not None:
+        raise UserError("--restart-delay needs a restart policy: add --restart on-failure")
+    return replace(hooks, restart=spec)
+
+
 def _parse_env(pairs: Sequence[str]) -> dict[str, str]:
     env = {}
     for pair in pairs:
@@ -156,7 +180,7 @@ def cmd_run(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> 
     cmd, trailing = split_trailing_hooks(cmd)
     if not cmd:
         raise UserError("no command given; write: supervise run [--hook FILE] -- CMD [ARGS...]")
-    hooks = load_hooks([*args.hook, *trailing])
+    hooks = with_restart_flags(load_hooks([*args.hook, *trailing]), args)
     given, warned = settings_hooks(settings.hook_settings, args.plugin)
     extra_env = _parse_env(args.env)
     cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
@@ -221,6 +245,7 @@ def _attach(
             f"(is it running? see {paths.daemon_log}); its hooks fire when it does"
         )
     _report_threads(store, pid, told, final=True)
+    _report_restart(store, pid)
     if record is None:
         err(f"supervise: process {pid} was lost (its shim vanished without an exit record)")
         return 1
@@ -230,10 +255,32 @@ def _attach(
 
 
 def _recorded(store: Store, pid: int) -> bool:
-    from state.processes import get_process
+    from state.processes import ENDED, get_process
 
     row = get_process(store, pid)
-    return row is not None and row.state in ("exited", "lost")
+    return row is not None and row.state in ENDED
+
+
+def _report_restart(store: Store, pid: int) -> None:
+    """Say what its restart policy made of the end: `run` follows the first run only."""
+    import time
+
+    from state.processes import get_process
+    from state.runs import newest_run
+
+    row = get_process(store, pid)
+    if row is None:
+        return
+    if row.state == "crash-loop":
+        err(f"supervise: process {row.chain} is in a crash loop: not restarted; see its fires")
+        return
+    nxt = newest_run(store, row.chain)
+    if nxt is not None and nxt.run_no > row.run_no:
+        due = max(0.0, (nxt.due_at or 0.0) - time.time())
+        err(
+            f"supervise: process {row.chain} restarts (run {nxt.run_no} in {due:.3g}s); "
+            f"supervise logs {row.chain} -f follows it, supervise stop {row.chain} stops it"
+        )
 
 
 def _report_threads(store: Store, process_id: int, told: set[int], *, final: bool = False) -> None:

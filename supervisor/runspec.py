@@ -98,6 +98,9 @@ class RunSpec:
     model_default: str | None = None
     settings_hooks: SettingsHooks = SettingsHooks()
     inherited: Inherited | None = None  # started by a thread
+    # Put before argv when it starts (a thread's sandbox: `bwrap ... --`): a restart starts
+    # it the same way. Not part of the command.
+    wrap: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -116,6 +119,8 @@ class RunSpec:
         }
         if self.inherited is not None:
             out.update(self.inherited.to_json())
+        if self.wrap:
+            out["wrap"] = list(self.wrap)
         return out
 
     def text(self) -> str:
@@ -140,6 +145,7 @@ class RunSpec:
             model_default=_str_or_none(data.get("model_default")),
             settings_hooks=SettingsHooks.from_json(data.get("settings_hooks")),
             inherited=Inherited.from_json(data),
+            wrap=tuple(str(a) for a in data.get("wrap") or ()),
         )
 
     @classmethod
@@ -165,6 +171,15 @@ class RunSpec:
                 f"{where}: the launch record's agent section is invalid ({exc}); stop the "
                 "process and start it again with `supervise run`"
             ) from exc
+
+
+def renumbered(text: str, run_id: int, started_at: float) -> str:
+    """A launch record as the next run of its process keeps it: the same record, naming the
+    new run's id and start (key order and every other value as recorded)."""
+    data = json.loads(text)
+    data["id"] = run_id
+    data["started_at"] = started_at
+    return json.dumps(data, indent=1)
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -14,7 +14,11 @@ trap ':' HUP INT TERM QUIT
 # The child runs in the foreground (a background job would start with SIGINT ignored, so a
 # Python child would never see KeyboardInterrupt), writes its pid, then becomes the leader of
 # its own session and process group: `supervise stop` signals that group, never the shim.
-sh -c 'echo $$ >"$0.tmp" && mv -f "$0.tmp" "$0"; echo $$ >&0; exec setsid "$@" </dev/null' \
+# A launcher that died before reading the pid (a daemon SIGKILLed while it started a restart)
+# must not keep the child from starting: that write ignores SIGPIPE, and the child gets the
+# default back.
+sh -c 'echo $$ >"$0.tmp" && mv -f "$0.tmp" "$0"; trap "" PIPE; echo $$ >&0 2>/dev/null
+trap - PIPE; exec setsid "$@" </dev/null' \
   "$dir/child.pid" "$@"
 status=$?
 ended=$(date +%s.%N)

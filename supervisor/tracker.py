@@ -24,12 +24,13 @@ from supervisor import clocks, ending, triggers
 from supervisor.ending import RUN_DIR_GONE as RUN_DIR_GONE  # re-exported: the daemon's
 from supervisor.ending import STARTING_GRACE_S as STARTING_GRACE_S
 from supervisor.ending import End, LostReason
-from supervisor.firing import FireEvent, Outcome, commit_fires
+from supervisor.firing import FireEvent, Outcome, RestartStep, commit_end, commit_fires
 from supervisor.hookspec import Hook, Limits, OnOutputMatch
 from supervisor.identity import boot_id, is_same, start_time
 from supervisor.logcap import DEFAULT_MAX_LOG_BYTES, cap_due, plan_punch, punch
 from supervisor.matching import Matcher
 from supervisor.redaction import make_redact, redact_text
+from supervisor.restarts import CrashLoop, Decision
 from supervisor.rundir import ExitRecord, RunDir
 from supervisor.runspec import RunSpec
 from supervisor.tailing import Lines, LogReader, TailPos, tail_lines
@@ -55,6 +56,10 @@ class StepResult:
     timeouts: list[tuple[str, float]] = field(default_factory=list)
     recheck_at: float | None = None  # look again then, even if nothing happens
     outcomes: list[Outcome] = field(default_factory=list)
+    decision: Decision | None = None  # at its end: what the restart policy decided
+    next_run: int | None = None  # ... and the id of the run recorded to follow
+    start_at: float | None = None  # a pending run: look again then (wall clock)
+    waits_for_threads: bool = False  # a pending run: look again when a thread ends
 
 
 class Tracker:
@@ -221,6 +226,13 @@ class Tracker:
             self.timeouts_armed = True
         return res
 
+    def lose(self, reason: LostReason) -> StepResult:
+        """Give the process up as lost (a restart that could not start): its end, the
+        on_exit hooks that take any code, and what the restart policy makes of it."""
+        res = StepResult()
+        self._settle(ending.Lost(reason), res)
+        return res
+
     def _read_exit(self) -> ExitRecord | None:
         record = self.run.read_exit()
         if record is not None:
@@ -354,6 +366,7 @@ class Tracker:
             matched_line=fire.matched_line,
             pattern=fire.pattern,
             timeout_s=fire.timeout_s,
+            crash_loop=fire.crash_loop,
         )
         return FireEvent(
             fire.hook, fire.key, fire.at, fire.detail, facts, fire.exit_code, fire.refuse
@@ -410,6 +423,7 @@ class Tracker:
         events: list[FireEvent],
         res: StepResult,
         end: ProcessEnd | None = None,
+        restart: RestartStep | None = None,
     ) -> None:
         started = time.thread_time()
         pos, new = self.pos, self.new_pos
@@ -420,7 +434,7 @@ class Tracker:
             self.punched,
         )
         self._budget_cache = None
-        outcomes, self.counters = commit_fires(
+        done = commit_end(
             self.store,
             self.id,
             events,
@@ -428,8 +442,13 @@ class Tracker:
             expect_offset=self.saved_offset,
             tail=tail,
             end=end,
-            redact=self._redactor() if events else redact_text,
+            # A crash loop's fires, made in the transaction, may quote the output too.
+            redact=self._redactor() if events or restart else redact_text,
+            restart=restart,
         )
+        outcomes, self.counters = done.outcomes, done.counters
+        if done.decision is not None:
+            res.decision, res.next_run = done.decision, done.next_run
         self.saved_offset = pos.offset
         res.outcomes += outcomes
         res.commit_cpu_s += time.thread_time() - started
@@ -463,7 +482,15 @@ class Tracker:
                 )
         fires = triggers.end_fires(self.id, self.hooks.hooks, end, now)
         row_end = ending.process_end(end, now, pid=self.pid, shim_pid=self.shim_pid)
-        self._commit([self._event(f) for f in fires], res, row_end)
+
+        def crash_events(loop: CrashLoop) -> list[FireEvent]:
+            found = triggers.crash_loop_fires(self.id, self.hooks.hooks, end, loop, now)
+            return [self._event(f) for f in found]
+
+        restart = RestartStep(
+            self.hooks.restart, triggers.crash_loop_keys(self.id, self.hooks.hooks), crash_events
+        )
+        self._commit([self._event(f) for f in fires], res, row_end, restart)
         res.ended = True
         # Only for an attached `run`, which made `attached` before it read the state: either
         # it saw this commit, or we see its mark.

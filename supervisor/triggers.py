@@ -15,9 +15,10 @@ from typing import Literal
 from state.counters import Counter
 from supervisor import clocks
 from supervisor.ending import End, Exited
-from supervisor.hookspec import Hook, OnExit, OnOutputMatch, OnTimeout
+from supervisor.hookspec import Hook, OnCrashLoop, OnExit, OnOutputMatch, OnTimeout
 from supervisor.limits import scan_budget
 from supervisor.matching import LineMatch
+from supervisor.restarts import CrashLoop
 from supervisor.rundir import ExitRecord
 
 TIMER_SLACK_S = 0.05  # a timeout woken this early is due: timers may wake a hair before
@@ -55,7 +56,7 @@ class NewLogOffset:
         return replace(self, offset=self.offset + n)
 
 
-FireKind = Literal["exit", "timeout"] | LogOffset | NewLogOffset
+FireKind = Literal["exit", "timeout", "crash-loop"] | LogOffset | NewLogOffset
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ class Fire:
     matched_line: str | None = None
     pattern: str | None = None
     tail_end: int | None = None  # the output tail ends here (a match: after its line)
+    crash_loop: str | None = None  # an on_crash_loop fire: how many restarts, how fast
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,40 @@ def end_fires(process_id: int, hooks: Sequence[Hook], end: End, now: float) -> l
     if isinstance(end, Exited):
         return exit_fires(process_id, hooks, end.record)
     return lost_fires(process_id, hooks, now)
+
+
+def crash_loop_keys(process_id: int, hooks: Sequence[Hook]) -> list[FireKey]:
+    """The keys of the on_crash_loop fires of the run `process_id`: one per hook, ever."""
+    return [
+        FireKey(process_id, h.name, "crash-loop")
+        for h in hooks
+        if isinstance(h.trigger, OnCrashLoop)
+    ]
+
+
+def crash_loop_fires(
+    process_id: int, hooks: Sequence[Hook], end: End, loop: CrashLoop, now: float
+) -> list[Fire]:
+    """The on_crash_loop hooks fire once, when the run `process_id` ended the loop: at its
+    end (an exit's time, or `now` for a lost one), told how it ended."""
+    record = end.record if isinstance(end, Exited) else None
+    if record is not None:
+        how = f"exit code {record.exit_code}" + (f" ({record.signal})" if record.signal else "")
+    else:
+        how = LOST_DETAIL
+    return [
+        Fire(
+            hook,
+            FireKey(process_id, hook.name, "crash-loop"),
+            record.ended_at if record is not None else now,
+            f"{loop.text()}; the last run: {how}",
+            exit_code=record.exit_code if record is not None else None,
+            signal=record.signal if record is not None else None,
+            crash_loop=loop.text(),
+        )
+        for hook in hooks
+        if isinstance(hook.trigger, OnCrashLoop)
+    ]
 
 
 def _timeouts(hooks: Sequence[Hook]) -> list[tuple[Hook, OnTimeout]]:

@@ -30,7 +30,8 @@ def thread_ref(thread_id: int | None) -> str | None:
     return None if thread_id is None else f"t{thread_id}"
 
 
-def process_json(p: ProcessRecord) -> dict[str, Any]:
+def process_json(p: ProcessRecord, restarts: int = 0) -> dict[str, Any]:
+    """A run's row; `restarts`: how often its process was restarted (by its policy)."""
     return {
         "id": p.id,
         "name": p.name,
@@ -47,6 +48,14 @@ def process_json(p: ProcessRecord) -> dict[str, Any]:
         "ended_at": iso(p.ended_at),
         "depth": p.depth,
         "parent_thread": thread_ref(p.parent_thread_id),
+        # Restarts: the chain this run belongs to (its first run's id), which run it is, who
+        # started it, and for a pending run when it is due.
+        "first_id": p.chain,
+        "run": p.run_no,
+        "cause": p.cause,
+        "restarts": restarts,
+        "due_at": iso(p.due_at),
+        "stop_request": p.stop_request,
     }
 
 
@@ -72,7 +81,9 @@ def thread_json(t: ThreadRecord) -> dict[str, Any]:
 def fire_json(f: FireRecord) -> dict[str, Any]:
     return {
         "id": f.id,
-        "process_id": f.process_id,
+        "process_id": f.process_id,  # the run's own row
+        "first_id": f.first_id,
+        "run": f.run_no,
         "hook": f.hook,
         "trigger": f.trigger,
         "at": iso(f.at),
@@ -97,36 +108,93 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def process_table(rows: Sequence[ProcessRecord], now: float) -> str:
-    body = []
+def restart_counts(rows: Sequence[ProcessRecord]) -> dict[int, int]:
+    """By chain (its first run's id): the runs its restart policy started."""
+    counts: dict[int, int] = {}
     for p in rows:
-        end = p.ended_at if p.ended_at is not None else now
-        code = "-" if p.exit_code is None else str(p.exit_code)
-        if p.signal:
-            code = f"{code} ({p.signal})"
-        elif p.end_reason:
-            code = f"{code} ({p.end_reason})"
-        state = "running" if p.state == "starting" else p.state
+        counts[p.chain] = counts.get(p.chain, 0) + (p.cause == "restart")
+    return counts
+
+
+def newest_runs(rows: Sequence[ProcessRecord]) -> list[ProcessRecord]:
+    """The newest run of each process, in the order the processes started."""
+    newest: dict[int, ProcessRecord] = {}
+    for p in rows:
+        if p.chain not in newest or p.run_no > newest[p.chain].run_no:
+            newest[p.chain] = p
+    first = {p.chain: (p.started_at, p.id) for p in rows if p.run_no == 1}
+    return sorted(newest.values(), key=lambda p: first.get(p.chain, (p.started_at, p.id)))
+
+
+def _exit_text(p: ProcessRecord) -> str:
+    code = "-" if p.exit_code is None else str(p.exit_code)
+    if p.signal:
+        return f"{code} ({p.signal})"
+    if p.end_reason:
+        return f"{code} ({p.end_reason})"
+    return code
+
+
+def _state_text(p: ProcessRecord, now: float) -> str:
+    if p.state == "starting":
+        return "running"
+    if p.state != "backoff":
+        return p.state
+    if p.due_at is not None and p.due_at > now + 0.5:
+        return f"backoff until {local(p.due_at)}"
+    return "backoff (waiting for its threads)" if p.after_thread else "backoff (starting)"
+
+
+def process_table(rows: Sequence[ProcessRecord], now: float, *, all_runs: bool = False) -> str:
+    """One line per process (its newest run), named by its id (its first run's, which every
+    command takes), or with `all_runs` one per run with the run's own id. A pending run shows
+    the exit of the run before it."""
+    restarts = restart_counts(rows)
+    by_run = {(p.chain, p.run_no): p for p in rows}
+    body = []
+    for p in rows if all_runs else newest_runs(rows):
+        shown = p
+        if p.state == "backoff":
+            shown = by_run.get((p.chain, p.run_no - 1), p)  # its pending run has no exit
+        end = shown.ended_at if shown.ended_at is not None else now
+        ids = [str(p.id), str(p.chain)] if all_runs else [str(p.chain)]
         body.append(
             [
-                str(p.id),
+                *ids,
                 _clip(p.name, 20),
-                state,
-                str(p.pid or "-"),
-                code,
-                local(p.started_at),
-                format_runtime(end - p.started_at),
+                _state_text(p, now),
+                str(shown.pid or "-"),
+                _exit_text(shown),
+                local(shown.started_at),
+                format_runtime(end - shown.started_at),
+                str(p.run_no),
+                str(restarts.get(p.chain, 0)),
                 str(p.depth),
                 _clip(p.command, 60),
             ]
         )
-    headers = ["ID", "NAME", "STATE", "PID", "EXIT", "STARTED", "RUNTIME", "DEPTH", "COMMAND"]
+    headers = [
+        "ID", "NAME", "STATE", "PID", "EXIT", "STARTED", "RUNTIME", "RUN", "RESTARTS", "DEPTH",
+        "COMMAND",
+    ]  # fmt: skip
+    if all_runs:
+        headers.insert(1, "PROCESS")
     return table(headers, body)
 
 
-def thread_table(rows: Sequence[ThreadRecord], now: float) -> str:
+def thread_table(
+    rows: Sequence[ThreadRecord],
+    now: float,
+    runs: Sequence[ProcessRecord] = (),
+) -> str:
+    """Threads; with the process rows `runs`, a thread of a restarted process names it as
+    `ps` does, and its run: `3 (run 2)`."""
+    run_of = {p.id: p for p in runs}
     body = []
     for t in rows:
+        proc = str(t.process_id or "-")
+        if (p := run_of.get(t.process_id or -1)) is not None and p.run_no > 1:
+            proc = f"{p.chain} (run {p.run_no})"
         status = t.status
         if status == "queued" and t.not_before > now + 0.5:
             status_text = f"queued until {local(t.not_before)}"
@@ -136,7 +204,7 @@ def thread_table(rows: Sequence[ThreadRecord], now: float) -> str:
         body.append(
             [
                 thread_ref(t.id) or "",
-                str(t.process_id or "-"),
+                proc,
                 t.hook or "-",
                 t.trigger,
                 str(t.depth),
@@ -156,7 +224,8 @@ def fire_table(rows: Sequence[FireRecord]) -> str:
         body.append(
             [
                 str(f.id),
-                str(f.process_id),
+                str(f.first_id or f.process_id),  # the process, as `ps` names it
+                "-" if f.run_no is None else str(f.run_no),
                 f.hook,
                 f.trigger,
                 local(f.at),
@@ -164,7 +233,7 @@ def fire_table(rows: Sequence[FireRecord]) -> str:
                 _clip(f.detail, 60),
             ]
         )
-    return table(["ID", "PROCESS", "HOOK", "TRIGGER", "AT", "OUTCOME", "DETAIL"], body)
+    return table(["ID", "PROCESS", "RUN", "HOOK", "TRIGGER", "AT", "OUTCOME", "DETAIL"], body)
 
 
 def thread_head(t: ThreadRecord) -> str:

@@ -36,8 +36,9 @@ class TimeoutDue:
 Wake = Change | Liveness | OutputReady | TimeoutDue
 
 # A process's timers, one per purpose: a retry after a failed step, a recheck of a row never
-# launched, and one per timeout hook (named by the wake it brings, so never by a string).
-Timer = Literal["retry", "recheck"] | TimeoutDue
+# launched, the start of a pending restart, and one per timeout hook (named by the wake it
+# brings, so never by a string).
+Timer = Literal["retry", "recheck", "start"] | TimeoutDue
 
 CHANGE = Change()
 LIVENESS = Liveness()

@@ -350,14 +350,15 @@ class Daemon:
 
 
 def _kill_supervised(home: Path) -> None:
-    for pidfile in (home / "runs").glob("*/child.pid"):
-        with contextlib.suppress(ProcessLookupError, ValueError, PermissionError):
-            os.killpg(int(pidfile.read_text()), signal.SIGKILL)
-    # Every daemon of this state dir, also one started by `run` that has not locked yet.
+    # Every daemon of this state dir first (also one started by `run` that has not locked
+    # yet): a daemon left running would restart a child killed below.
     for proc in psutil.process_iter(["environ"]):
         with contextlib.suppress(psutil.Error):
             if (proc.info["environ"] or {}).get("SUPERVISE_HOME") == str(home):
                 proc.kill()
+    for pidfile in (home / "runs").glob("*/child.pid"):
+        with contextlib.suppress(ProcessLookupError, ValueError, PermissionError):
+            os.killpg(int(pidfile.read_text()), signal.SIGKILL)
 
 
 @pytest.fixture(autouse=True)
