@@ -319,8 +319,9 @@ def test_a_full_disk_loses_no_fire_and_recovers(
         proc.rlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
     # Space is back: the daemon retries by itself (no new output needed), from the saved offset.
     env.wait_fires(2, what="MARK 2 committed after the disk freed up")
-    # It says what happened (the report made while the disk was full could not be written).
-    log = daemon.log.read_text()
+    # It says what happened (the report made while the disk was full could not be written);
+    # the log reaches its file through a pipe, so after the commit, not with it.
+    log = daemon.wait_log("saved again (failing since")
     assert "saved again (failing since" in log and "free space" in log, log
     (env.work / "go2").touch()
     env.wait_state(pid, "exited")
