@@ -26,6 +26,7 @@ from agent_threads.hooks.ccevents import (
     HANDLER_FIELDS_USED,
     IF_EVENTS,
     OTHER_HANDLER_TYPES,
+    EventInfo,
 )
 from agent_threads.hooks.ccevents import EVENTS as EVENT_INFO
 from agent_threads.hooks.ifrule import check_if, if_applies
@@ -480,41 +481,12 @@ def read_shell_hooks(
     for event, entries in data.items():
         info = EVENT_INFO.get(event) if isinstance(event, str) else None
         if info is None:
-            close = difflib.get_close_matches(str(event), list(EVENT_INFO), n=1)
-            guess = f"; did you mean {close[0]!r}?" if close else ""
-            if strict_events:
-                raise ShellHookError(
-                    (event,), f"unknown hook event {event!r}{guess} (events: {', '.join(EVENTS)})"
-                )
-            warnings.append(
-                ConfigWarning(
-                    (event,),
-                    "event",
-                    f"never runs: no such hook event{guess} (skipped, as in Claude Code)",
-                )
-            )
+            warnings.append(_unknown_event(event, strict_events))
             continue
-        if not isinstance(entries, list):
-            raise ShellHookError(
-                (event,), f"{event} must be a list of hook entries, got {entries!r}; write [...]"
-            )
-        reader = _Reader(source, plugin)
-        found: list[ShellHook] = []
-        for i, entry in enumerate(entries):
-            path: tuple[str | int, ...] = (event, i)
-            if not isinstance(entry, Mapping):
-                raise ShellHookError(
-                    path,
-                    f"must be a mapping, got {entry!r}; write a matcher group "
-                    '{"matcher": "Bash", "hooks": [{"type": "command", "command": "./check.sh"}]}',
-                )
-            if "hooks" in entry:
-                found += reader.group(event, entry, path)
-            else:
-                found.append(_native(event, entry, path, source))
+        found, said = _event_hooks(info, entries, source, plugin)
         if info.fires:
             hooks += found
-            warnings += reader.warnings
+            warnings += said
         elif entries:
             warnings.append(
                 ConfigWarning(
@@ -522,6 +494,45 @@ def read_shell_hooks(
                 )
             )
     return ShellHookSet(tuple(hooks), tuple(warnings))
+
+
+def _unknown_event(event: Any, strict: bool) -> ConfigWarning:
+    """The warning for an event name Claude Code does not define; raises when `strict`."""
+    close = difflib.get_close_matches(str(event), list(EVENT_INFO), n=1)
+    guess = f"; did you mean {close[0]!r}?" if close else ""
+    if strict:
+        raise ShellHookError(
+            (event,), f"unknown hook event {event!r}{guess} (events: {', '.join(EVENTS)})"
+        )
+    return ConfigWarning(
+        (event,), "event", f"never runs: no such hook event{guess} (skipped, as in Claude Code)"
+    )
+
+
+def _event_hooks(
+    info: EventInfo, entries: Any, source: str, plugin: Plugin | None
+) -> tuple[list[ShellHook], list[ConfigWarning]]:
+    """One event's entries: Claude Code's matcher groups or our own entries."""
+    event = info.name
+    if not isinstance(entries, list):
+        raise ShellHookError(
+            (event,), f"{event} must be a list of hook entries, got {entries!r}; write [...]"
+        )
+    reader = _Reader(source, plugin)
+    found: list[ShellHook] = []
+    for i, entry in enumerate(entries):
+        path: tuple[str | int, ...] = (event, i)
+        if not isinstance(entry, Mapping):
+            raise ShellHookError(
+                path,
+                f"must be a mapping, got {entry!r}; write a matcher group "
+                '{"matcher": "Bash", "hooks": [{"type": "command", "command": "./check.sh"}]}',
+            )
+        if "hooks" in entry:
+            found += reader.group(event, entry, path)
+        else:
+            found.append(_native(event, entry, path, source))
+    return found, reader.warnings
 
 
 def parse_shell_hooks(data: Any, source: str = "") -> tuple[ShellHook, ...]:
