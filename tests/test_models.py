@@ -29,6 +29,7 @@ from agent_threads.models.anthropic import AnthropicModel
 from agent_threads.models.openai import OpenAIModel
 from agent_threads.models.replies import INVALID_KEY
 from agent_threads.models.retry import complete_with_retry
+from agent_threads.models.scripted import ScriptedModel
 from agent_threads.permissions import Profile
 from agent_threads.tools.base import ToolContext
 from agent_threads.tools.bash import BashTool
@@ -701,3 +702,19 @@ def test_old_transcripts_read_without_thinking_and_new_ones_keep_it() -> None:
         {"text": "why", "signature": "sig"},
         {"redacted": "opaque"},
     ]
+
+
+@pytest.mark.parametrize(
+    "text", ["turns:\n  - content: hi\n", "- content: hi\n"], ids=["under turns", "a bare list"]
+)
+def test_a_scripted_file_is_a_list_of_turns_under_turns_or_bare(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(text)
+    assert [t.content for t in ScriptedModel.load(path).turns] == ["hi"]
+
+
+def test_a_scripted_file_without_a_list_says_what_it_must_hold(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text("content: hi\n")
+    with pytest.raises(ModelError, match="must hold `turns:`, a list of"):
+        ScriptedModel.load(path)

@@ -51,7 +51,8 @@ class ScriptedModel:
             ) from exc
         except yaml.YAMLError as exc:
             raise ModelError(f"scripted model: {path} is not valid YAML: {exc}") from exc
-        turns = data.get("turns") if isinstance(data, dict) else None
+        # `turns: [...]`, or the list itself (the README calls it "a YAML list of turns").
+        turns = data.get("turns") if isinstance(data, dict) else data
         if not isinstance(turns, list):
             raise ModelError(
                 f"scripted model: {path} must hold `turns:`, a list of "
