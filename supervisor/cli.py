@@ -91,7 +91,15 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="K=V",
-        help="extra environment variable; repeatable",
+        help="extra environment variable; repeatable; wins over --env-file",
+    )
+    r.add_argument(
+        "--env-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="dotenv file of variables for the process; repeatable (a later file wins), "
+        "over the hook file's env_file",
     )
     r.add_argument(
         "--buffered",

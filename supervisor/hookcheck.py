@@ -70,6 +70,18 @@ def hook_line(h: ShellHook) -> str:
     return f"  runs: {h.event}{matcher} {h.label} ({'; '.join(how)})"
 
 
+def env_file_lines(hf: HookFile) -> list[str]:
+    """How many variables each `env_file:` sets (read and checked by the loader already);
+    never their values, which may be secrets."""
+    from supervisor.envfile import read_env_file
+
+    lines = []
+    for file in hf.env_files:
+        n = len(read_env_file(Path(file)))
+        lines.append(f"  env_file: {file}: sets {n} variable{'' if n == 1 else 's'}")
+    return lines
+
+
 def cmd_hooks_check(args: argparse.Namespace) -> int:
     from state.sandboxpolicy import SandboxPolicy
 
@@ -89,6 +101,8 @@ def cmd_hooks_check(args: argparse.Namespace) -> int:
                 sandbox += " (default; the settings file or SUPERVISE_SANDBOX may set it)"
             restart = f"; restart {hf.restart.text()}" if hf.restart is not None else ""
             print(f"{f}: OK: {names}; limits {hf.limits_text()}; sandbox {sandbox}{restart}")
+            for line in env_file_lines(hf):
+                print(line)
             # The limits `run --hook A --hook B` applies (the same merge; hooks left out).
             together = together.merge(HookFile(limits=hf.limits, limits_set=hf.limits_set))
             hook_files += 1

@@ -56,14 +56,16 @@ __all__ = [
     "load_hook_mapping",
     "parse_hook_text",
 ]
-_TOP_KEYS = ("purpose", "context", "hooks", "agent", "limits", "restart")
+_TOP_KEYS = ("purpose", "context", "hooks", "agent", "limits", "restart", "env_file")
 _TRIGGERS = ("on_exit", "on_output_match", "on_timeout", "on_crash_loop")
 _HOOK_KEYS = ("name", *_TRIGGERS, "instructions", "max_spawns")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def load_hook_file(path: str | Path) -> HookFile:
-    """Read and validate one hook file; the format follows the extension.
+def load_hook_file(path: str | Path, *, read_env_files: bool = True) -> HookFile:
+    """Read and validate one hook file; the format follows the extension. `read_env_files`
+    False leaves `env_file:` unread (a thread's RunProcess refuses it: the daemon must not
+    read a file the thread's sandbox keeps from it).
 
     Raises:
         HookFileError: listing every problem, each as `FILE:LINE: what; how to fix it`.
@@ -83,7 +85,32 @@ def load_hook_file(path: str | Path) -> HookFile:
             [f"{name}:{line}: cannot read hook file: not UTF-8 ({exc.reason}); save it as UTF-8"]
         ) from None
     hf, locate = _parse(text, name)
+    if read_env_files:
+        hf = _anchor_env_files(hf, Path(path), locate)
     return _anchor_plugins(_anchor_script(hf, Path(path)), Path(path), locate)
+
+
+def _anchor_env_files(hf: HookFile, path: Path, locate: _Locate) -> HookFile:
+    """env_file: each relative to the hook file, made absolute, and read now: a missing file
+    or a line dotenv cannot parse is found by `hooks check` and before `run` starts anything.
+    Only the paths are kept (the launch record is no place for values); `run` reads them."""
+    if not hf.env_files:
+        return hf
+    from supervisor.envfile import read_env_file
+
+    anchored, problems = [], []
+    for i, given in enumerate(hf.env_files):
+        file = Path(given).expanduser()
+        file = file if file.is_absolute() else path.resolve().parent / file
+        _, at = locate(("env_file", i) if len(hf.env_files) > 1 else ("env_file",))
+        try:
+            read_env_file(file)
+        except HookFileError as exc:
+            problems += [f"{at}: env_file: {p}" for p in exc.problems]
+        anchored.append(str(file))
+    if problems:
+        raise HookFileError(problems)
+    return replace(hf, env_files=tuple(anchored))
 
 
 def anchor_extensions(hf: HookFile, path: Path) -> HookFile:
@@ -246,6 +273,7 @@ def _validate(data: Any, r: _Report, sources: tuple[str, ...]) -> HookFile:
     limits = _check_limits(data.get("limits"), r)
     hooks = _check_hooks(data.get("hooks"), r)
     restart = check_restart(data.get("restart"), r)
+    env_files = _check_env_file(data.get("env_file"), r)
     r.check()
     given = data.get("limits")
     limits_set = frozenset(given) & {"max_depth", "rate"} if isinstance(given, Mapping) else None
@@ -263,7 +291,28 @@ def _validate(data: Any, r: _Report, sources: tuple[str, ...]) -> HookFile:
         limits_set or frozenset(),
         tuple(sorted(warnings, key=lambda w: w.line or 0)),
         restart=restart,
+        env_files=env_files,
     )
+
+
+def _check_env_file(value: Any, r: _Report) -> tuple[str, ...]:
+    """`env_file: FILE` or `env_file: [FILE, ...]`: dotenv files whose variables the process
+    gets (a later file's win)."""
+    fix = "write env_file: .env, or env_file: [.env, .env.local]"
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not items:
+        r.bad(("env_file",), "must be a file name or a non-empty list of them", value, fix)
+        return ()
+    paths: list[str] = []
+    for i, item in enumerate(items):
+        key: KeyPath = ("env_file", i) if not isinstance(value, str) else ("env_file",)
+        if not isinstance(item, str) or not item.strip():
+            r.bad(key, "must be a file name", item, fix)
+        else:
+            paths.append(item)
+    return tuple(paths)
 
 
 def _agent(value: Any, source: str, r: _Report, warned: list[ConfigWarning]) -> AgentConfig:

@@ -160,6 +160,9 @@ class HookFile:
     # not in spec.json).
     warnings: tuple[FileWarning, ...] = field(default=(), compare=False)
     restart: RestartSpec | None = None  # `restart:`; None: the file says nothing (policy no)
+    # `env_file:`, absolute once loaded from a file (relative to it): dotenv files whose
+    # variables `run` adds to the launch environment. Paths only, never their values.
+    env_files: tuple[str, ...] = ()
 
     def merge(self, other: HookFile) -> HookFile:
         """Combine two files given to one run: hooks add up, later keys win; a limit both
@@ -184,6 +187,7 @@ class HookFile:
             limits_set=self.limits_set | other.limits_set,
             warnings=self.warnings + other.warnings,
             restart=other.restart if other.restart is not None else self.restart,
+            env_files=self.env_files + other.env_files,
         )
 
     def under(self, parent: Limits) -> HookFile:
@@ -212,6 +216,8 @@ class HookFile:
         }
         if self.restart is not None:  # only then: records without it stay as they were
             out["restart"] = self.restart.to_json()
+        if self.env_files:  # likewise
+            out["env_files"] = list(self.env_files)
         return out
 
     @classmethod
@@ -226,6 +232,7 @@ class HookFile:
             agent=AgentConfig.from_json(data.get("agent"), ", ".join(sources) or "a launch record"),
             sources=sources,
             restart=RestartSpec.from_json(data["restart"]) if data.get("restart") else None,
+            env_files=tuple(str(f) for f in data.get("env_files") or ()),
         )
 
 

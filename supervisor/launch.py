@@ -56,7 +56,7 @@ class LaunchRequest:
     env: Mapping[str, str]
     hooks: HookFile = field(default_factory=HookFile)
     name: str | None = None
-    env_keys: Sequence[str] = ()  # the names given with --env, kept in spec.json
+    env_keys: Sequence[str] = ()  # names given with --env or env files, kept in spec.json
     depth: int = 0
     parent_thread_id: int | None = None
     parent_limits: Limits | None = None  # a thread's process: keep the strictest limits

@@ -102,6 +102,22 @@ def _parse_env(pairs: Sequence[str]) -> dict[str, str]:
     return env
 
 
+def _env_files(hooks: HookFile, given: Sequence[str]) -> dict[str, str]:
+    """The variables of the hook files' `env_file:` (absolute already), then of each
+    `--env-file`, a later file's winning; every file's problems at once.
+
+    Raises:
+        HookFileError: a file that cannot be read or parsed, `FILE:LINE: what; how to fix`.
+    """
+    if not hooks.env_files and not given:
+        return {}
+    from supervisor.envfile import read_env_files
+
+    files = [(Path(f), f) for f in hooks.env_files]
+    files += [(Path(f).expanduser(), f) for f in given]
+    return read_env_files(files)
+
+
 def ensure_daemon(paths: StatePaths, autostart: bool) -> None:
     """Start `supervise daemon` in the background unless one already holds the lock.
 
@@ -182,7 +198,7 @@ def cmd_run(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> 
         raise UserError("no command given; write: supervise run [--hook FILE] -- CMD [ARGS...]")
     hooks = with_restart_flags(load_hooks([*args.hook, *trailing]), args)
     given, warned = settings_hooks(settings.hook_settings, args.plugin)
-    extra_env = _parse_env(args.env)
+    extra_env = {**_env_files(hooks, args.env_file), **_parse_env(args.env)}
     cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
     # Imported here: SQLAlchemy costs start-up that commands without the database skip.
     from state.db import open_state_store

@@ -87,7 +87,7 @@ class RunSpec:
     name: str
     argv: tuple[str, ...]
     cwd: Path
-    env_keys: tuple[str, ...]  # the names given with --env; never the values (secrets)
+    env_keys: tuple[str, ...]  # names given with --env or env files; never values (secrets)
     depth: int
     parent_thread_id: int | None
     started_at: float

@@ -272,7 +272,7 @@ def _hooks(hooks: str | Mapping[str, Any] | None, cwd: Path) -> HookFile:
     if hooks is None:
         return HookFile()
     if isinstance(hooks, str):
-        hf = load_hook_file(cwd / hooks)
+        hf = load_hook_file(cwd / hooks, read_env_files=False)
     elif isinstance(hooks, Mapping):
         hf = load_hook_mapping(hooks, "RunProcess hooks")
     else:
@@ -288,6 +288,13 @@ def _hooks(hooks: str | Mapping[str, Any] | None, cwd: Path) -> HookFile:
             "a thread cannot add plugins (agent.plugins): their hooks run unchecked by "
             "permissions; its processes inherit the thread's own hooks. Start the process "
             "yourself with `supervise run --plugin DIR` to add one"
+        )
+    if hf.env_files:
+        # The daemon would read them outside the thread's sandbox, for the process to print.
+        raise UserError(
+            "a thread cannot give its processes env files (env_file): the daemon would read "
+            "them outside the thread's sandbox. Start the process yourself with `supervise "
+            "run` to use one"
         )
     if hf.agent.hooks:
         # Shell hooks run unchecked by permissions: from a thread they would widen them.
