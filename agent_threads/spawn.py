@@ -37,6 +37,7 @@ class FireFacts:
     pattern: str | None = None
     timeout_s: float | None = None
     crash_loop: str | None = None  # on_crash_loop: "crash loop: 10 restarts within 10m"
+    stopped_by_user: bool = False  # on_exit: a person ended it with `supervise stop`
 
 
 def exit_meaning(exit_code: int | None, signal: str | None) -> str:
@@ -70,7 +71,8 @@ def format_runtime(seconds: float) -> str:
 
 def _trigger_line(f: FireFacts, token: str) -> str:
     if f.trigger == "on_exit":
-        return f"on_exit ({exit_meaning(f.exit_code, f.signal)})"
+        who = "; a person stopped it with `supervise stop`" if f.stopped_by_user else ""
+        return f"on_exit ({exit_meaning(f.exit_code, f.signal)}{who})"
     if f.trigger == "on_output_match":
         where = f"the line in <matched-line-{token}> below"
         return f"on_output_match (pattern {code_span(f.pattern or '')} matched {where})"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from supervise.errors import HookFileError
 
-FIX = "write KEY=VALUE, quoting a value with spaces or #: KEY=\"a b # c\""
+FIX = 'write KEY=VALUE, quoting a value with spaces or #: KEY="a b # c"'
 
 
 def read_env_file(path: Path, shown: str | None = None) -> dict[str, str]:
@@ -73,4 +73,3 @@ def read_env_files(paths: Sequence[tuple[Path, str]]) -> dict[str, str]:
     if problems:
         raise HookFileError(problems)
     return merged
-

@@ -434,11 +434,19 @@ def _check_on_exit(body: Any, path: KeyPath, r: _Report) -> OnExit | None:
         fix = f"write on_exit: {{exit_codes: [{listed or 1}]}}, or on_exit: {{}} for any code"
         r.bad(path, "must be a mapping", body, fix)
         return None
+    by_user: Any = True
     if isinstance(body, Mapping):
-        r.unknown_keys(body, path, ("exit_codes",))
+        r.unknown_keys(body, path, ("exit_codes", "stopped_by_user"))
+        by_user = body.get("stopped_by_user", True)
+        if by_user is None:
+            by_user = True
+        elif not isinstance(by_user, bool):
+            fix = "write stopped_by_user: false to skip exits `supervise stop` caused"
+            r.bad((*path, "stopped_by_user"), "must be true or false", by_user, fix)
+            return None
     path = (*path, "exit_codes")
     if codes is None:
-        return OnExit()
+        return OnExit(stopped_by_user=by_user)
     if not isinstance(codes, list | tuple) or not all(is_int(c) for c in codes):
         r.bad(path, "must be a list of integers", codes, f"write exit_codes: [{listed or 1}]")
     elif not codes:
@@ -446,7 +454,7 @@ def _check_on_exit(body: Any, path: KeyPath, r: _Report) -> OnExit | None:
     elif not all(0 <= c <= 255 for c in codes):
         r.bad(path, "must hold exit codes from 0 to 255", codes, "drop the others")
     else:
-        return OnExit(tuple(codes))
+        return OnExit(tuple(codes), stopped_by_user=by_user)
     return None
 
 

@@ -57,6 +57,8 @@ class OnExit:
     """Fires once the child has ended and all its output was scanned."""
 
     exit_codes: tuple[int, ...] | None = None  # None: any exit code
+    # False: an exit a person caused (`supervise stop`) is refused, reason `stopped_by_user`.
+    stopped_by_user: bool = True
 
     def accepts(self, exit_code: int | None) -> bool:
         """Whether an exit with this code fires the hook; None is an unknown code."""
@@ -115,6 +117,8 @@ class Hook:
         if isinstance(self.trigger, OnExit):
             codes = self.trigger.exit_codes
             body = {"exit_codes": list(codes) if codes is not None else None}
+            if not self.trigger.stopped_by_user:  # only then: older records stay as they were
+                body["stopped_by_user"] = False
         elif isinstance(self.trigger, OnOutputMatch):
             body = {"pattern": self.trigger.pattern}
         elif isinstance(self.trigger, OnCrashLoop):
@@ -133,7 +137,10 @@ class Hook:
         trigger: Trigger
         if "on_exit" in data:
             codes = data["on_exit"].get("exit_codes")
-            trigger = OnExit(tuple(int(c) for c in codes) if codes is not None else None)
+            trigger = OnExit(
+                tuple(int(c) for c in codes) if codes is not None else None,
+                stopped_by_user=bool(data["on_exit"].get("stopped_by_user", True)),
+            )
         elif "on_output_match" in data:
             trigger = OnOutputMatch(str(data["on_output_match"]["pattern"]))
         elif "on_crash_loop" in data:

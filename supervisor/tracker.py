@@ -18,14 +18,14 @@ from agent_threads.spawn import FireFacts
 from state.counters import Counter, load_counters
 from state.db import Store
 from state.paths import StatePaths
-from state.processes import LogPosition, ProcessEnd, ProcessRecord, TailState
+from state.processes import LogPosition, ProcessEnd, ProcessRecord, TailState, get_process
 from supervise.errors import SuperviseError
 from supervisor import clocks, ending, triggers
 from supervisor.ending import RUN_DIR_GONE as RUN_DIR_GONE  # re-exported: the daemon's
 from supervisor.ending import STARTING_GRACE_S as STARTING_GRACE_S
 from supervisor.ending import End, LostReason
 from supervisor.firing import FireEvent, Outcome, RestartStep, commit_end, commit_fires
-from supervisor.hookspec import Hook, Limits, OnOutputMatch
+from supervisor.hookspec import Hook, Limits, OnExit, OnOutputMatch
 from supervisor.identity import boot_id, is_same, start_time
 from supervisor.logcap import DEFAULT_MAX_LOG_BYTES, cap_due, plan_punch, punch
 from supervisor.matching import Matcher
@@ -367,6 +367,7 @@ class Tracker:
             pattern=fire.pattern,
             timeout_s=fire.timeout_s,
             crash_loop=fire.crash_loop,
+            stopped_by_user=fire.stopped_by_user,
         )
         return FireEvent(
             fire.hook, fire.key, fire.at, fire.detail, facts, fire.exit_code, fire.refuse
@@ -469,6 +470,15 @@ class Tracker:
                     log.warning("process %d: masking by form only: %s", self.id, exc)
         return self._redact
 
+    def _stopped_by_user(self) -> bool:
+        """Whether a person's `supervise stop` asked this run to end: it records the request
+        before it signals, so it is committed before the exit can be seen. Read only when an
+        on_exit hook could be told."""
+        if not any(isinstance(h.trigger, OnExit) for h in self.hooks.hooks):
+            return False
+        row = get_process(self.store, self.id)
+        return row is not None and row.stop_request == "stop"
+
     def _settle(self, end: End, res: StepResult) -> None:
         """Commit the end and its on_exit fires, together."""
         now = self.clock()
@@ -480,7 +490,9 @@ class Tracker:
                     self.id,
                     self.pid,
                 )
-        fires = triggers.end_fires(self.id, self.hooks.hooks, end, now)
+        fires = triggers.end_fires(
+            self.id, self.hooks.hooks, end, now, stopped_by_user=self._stopped_by_user()
+        )
         row_end = ending.process_end(end, now, pid=self.pid, shim_pid=self.shim_pid)
 
         def crash_events(loop: CrashLoop) -> list[FireEvent]:

@@ -23,6 +23,7 @@ from supervisor.rundir import ExitRecord
 
 TIMER_SLACK_S = 0.05  # a timeout woken this early is due: timers may wake a hair before
 LOST_DETAIL = "lost: exit code unknown"
+STOPPED_DETAIL = "stopped by supervise stop"  # a person asked: `fires` shows it
 SAVE_EVERY = 64 * 1024 * 1024  # bytes scanned without a fire before the offset is saved anyway
 
 
@@ -89,6 +90,7 @@ class Fire:
     pattern: str | None = None
     tail_end: int | None = None  # the output tail ends here (a match: after its line)
     crash_loop: str | None = None  # an on_crash_loop fire: how many restarts, how fast
+    stopped_by_user: bool = False  # an on_exit fire: a person's `supervise stop` ended it
 
 
 @dataclass(frozen=True)
@@ -109,9 +111,18 @@ def _unfired(hook: Hook, counters: Mapping[str, Counter]) -> bool:
     return counters.get(hook.name, Counter()) == Counter()
 
 
-def exit_fires(process_id: int, hooks: Sequence[Hook], record: ExitRecord) -> list[Fire]:
-    """The on_exit hooks an exit with `record`'s code fires, at the moment it ended."""
+def exit_fires(
+    process_id: int, hooks: Sequence[Hook], record: ExitRecord, *, stopped_by_user: bool = False
+) -> list[Fire]:
+    """The on_exit hooks an exit with `record`'s code fires, at the moment it ended.
+
+    `stopped_by_user`: a person's `supervise stop` ended it. The fire says so; a hook with
+    `stopped_by_user: false` is refused (reason `stopped_by_user`): recorded, like `lost`,
+    so `fires` shows why no thread came, and its key taken, so it never fires later.
+    """
     detail = f"exit code {record.exit_code}" + (f" ({record.signal})" if record.signal else "")
+    if stopped_by_user:
+        detail += f"; {STOPPED_DETAIL}"
     return [
         Fire(
             hook,
@@ -120,6 +131,10 @@ def exit_fires(process_id: int, hooks: Sequence[Hook], record: ExitRecord) -> li
             detail,
             exit_code=record.exit_code,
             signal=record.signal,
+            refuse="stopped_by_user"
+            if stopped_by_user and not hook.trigger.stopped_by_user
+            else None,
+            stopped_by_user=stopped_by_user,
         )
         for hook in hooks
         if isinstance(hook.trigger, OnExit) and hook.trigger.accepts(record.exit_code)
@@ -143,10 +158,13 @@ def lost_fires(process_id: int, hooks: Sequence[Hook], now: float) -> list[Fire]
     ]
 
 
-def end_fires(process_id: int, hooks: Sequence[Hook], end: End, now: float) -> list[Fire]:
-    """The on_exit fires of `end`: an exit's at the moment it ended, a loss's `now`."""
+def end_fires(
+    process_id: int, hooks: Sequence[Hook], end: End, now: float, *, stopped_by_user: bool = False
+) -> list[Fire]:
+    """The on_exit fires of `end`: an exit's at the moment it ended, a loss's `now`. A loss
+    is told as a loss even after a stop: its code, and so what ended it, is unknown."""
     if isinstance(end, Exited):
-        return exit_fires(process_id, hooks, end.record)
+        return exit_fires(process_id, hooks, end.record, stopped_by_user=stopped_by_user)
     return lost_fires(process_id, hooks, now)
 
 
