@@ -130,6 +130,57 @@ def test_on_exit_without_codes_means_any(body: str) -> None:
     assert hf.hooks[0].trigger == OnExit(None) and hf.hooks[0].trigger.accepts(137)
 
 
+def test_on_exit_stopped_by_user_is_kept_and_round_trips() -> None:
+    text = "hooks:\n  - on_exit: {exit_codes: [1], stopped_by_user: false}\n    instructions: x\n"
+    hook = parse_hook_text(text, "h.yaml").hooks[0]
+    assert hook.trigger == OnExit((1,), stopped_by_user=False)
+    assert hook.to_json()["on_exit"] == {"exit_codes": [1], "stopped_by_user": False}
+    assert Hook.from_json(hook.to_json()) == hook
+    default = parse_hook_text(
+        "hooks:\n  - on_exit: {stopped_by_user: null}\n    instructions: x\n", "h.yaml"
+    )
+    assert (
+        default.hooks[0].trigger == OnExit()
+        and "stopped_by_user" not in default.to_json()["hooks"][0]["on_exit"]
+    )
+    bad = "hooks:\n  - name: h\n    on_exit:\n      stopped_by_user: 'no'\n    instructions: x\n"
+    assert one_problem(bad) == (
+        'h.yaml:4: hooks[0].on_exit.stopped_by_user must be true or false, got "no"; '
+        "write stopped_by_user: false to skip exits `supervise stop` caused"
+    )
+
+
+def test_env_file_is_read_relative_to_the_hook_file(tmp_path: Path) -> None:
+    (tmp_path / "a.env").write_text("export A=1\nB='x y'\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.env").write_text("C=3\n")
+    hook = tmp_path / "h.yaml"
+    hook.write_text("env_file: [a.env, sub/b.env]\nhooks: []\n")
+    hf = load_hook_file(hook)
+    assert hf.env_files == (str(tmp_path / "a.env"), str(tmp_path / "sub" / "b.env"))
+    assert HookFile.from_json(hf.to_json()).env_files == hf.env_files  # paths, never values
+    assert "x y" not in json.dumps(hf.to_json())
+    hook.write_text("env_file: a.env\n")
+    assert load_hook_file(hook).env_files == (str(tmp_path / "a.env"),)
+
+
+def test_a_bad_env_file_is_a_problem_at_its_line(tmp_path: Path) -> None:
+    (tmp_path / "bad.env").write_text("A=1\nNOT A LINE\n")
+    hook = tmp_path / "h.yaml"
+    hook.write_text("purpose: p\nenv_file:\n  - bad.env\n  - gone.env\n")
+    with pytest.raises(HookFileError) as info:
+        load_hook_file(hook)
+    bad, gone = tmp_path / "bad.env", tmp_path / "gone.env"
+    assert info.value.problems == [
+        f"{hook}:3: env_file: {bad}:2: cannot parse this line as dotenv; write KEY=VALUE, "
+        'quoting a value with spaces or #: KEY="a b # c"',
+        f"{hook}:4: env_file: {gone}: cannot read env file: No such file or directory; "
+        "check the path",
+    ]
+    assert one_problem("env_file: []\n").startswith("h.yaml:1: env_file must be a file name or")
+    assert one_problem("env_file: [a.env, 3]\n").startswith("h.yaml:1: env_file[1] must be a file")
+
+
 @pytest.mark.parametrize(
     "text", ["hooks: []\n", "hooks:\n", "purpose: nothing to hook yet\n", "{}"]
 )
