@@ -200,3 +200,40 @@ def test_bad_hook_files_exit_2_with_file_line_and_launch_nothing(
         assert r.stderr.startswith(f"{bad}:{line}: ") and hint in r.stderr
         assert "Traceback" not in r.stderr
     assert env.ps()["processes"] == []
+
+
+def test_on_exit_knows_a_person_stopped_it(env: Env, daemon: Daemon) -> None:
+    hooks = _hooks(
+        env,
+        {
+            "hooks": [
+                {"name": "any-end", "on_exit": {}, "instructions": "Look."},
+                {"name": "crashes", "on_exit": {"stopped_by_user": False}, "instructions": "Fix."},
+            ]
+        },
+    )
+    # `supervise stop`: the default hook spawns and its thread is told; the other does not.
+    pid = env.run_d("sleep", "60", hooks=hooks)["id"]
+    env.wait_state(pid, "running")
+    env.cli("stop", str(pid), "--grace", "2", check=True)
+    env.wait_state(pid, "exited")
+    fires = {f["hook"]: f for f in wait_until(lambda: len(env.fires()) == 2 and env.fires())}
+    assert fires["any-end"]["spawned"] and fires["any-end"]["detail"].endswith(
+        "; stopped by supervise stop"
+    )
+    assert not fires["crashes"]["spawned"] and fires["crashes"]["reason"] == "stopped_by_user"
+    message = _thread(env, fires["any-end"]["thread_id"])["entries"][0]["text"]
+    assert (
+        "Trigger: on_exit (killed by signal SIGTERM, shell status 143; a person stopped it "
+        in message
+    )
+    # A crash: both spawn, neither thread is told of a person.
+    crash = env.run_d(sys.executable, "-c", "raise SystemExit(3)", hooks=hooks)["id"]
+    env.wait_state(crash, "exited")
+    got = wait_until(lambda: len(env.fires()) == 4 and env.fires())[2:]
+    assert [(f["hook"], f["spawned"], f["detail"]) for f in got] == [
+        ("any-end", True, "exit code 3"),
+        ("crashes", True, "exit code 3"),
+    ]
+    message = _thread(env, got[1]["thread_id"])["entries"][0]["text"]
+    assert "Trigger: on_exit (exit code: 3 — failure)\n" in message
