@@ -121,14 +121,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     dm.add_argument("action", nargs="?", choices=["stop"], help="stop the running daemon")
 
-    ps = sub.add_parser("ps", help="list processes and threads")
-    ps.add_argument("--json", action="store_true")
+    ps = sub.add_parser(
+        "ps",
+        help="list processes and threads",
+        description="Processes (one row per process, its newest run; RUN and RESTARTS count "
+        "its runs) and threads, with their states; a thread waiting for approval shows the "
+        "call it wants to make.",
+    )
+    ps.add_argument("--json", action="store_true", help="one JSON object: processes, threads")
     ps.add_argument(
         "--all", action="store_true", help="every run of a restarted process, not the newest"
     )
 
-    lg = sub.add_parser("logs", help="print a process's output (every run of it)")
-    lg.add_argument("id", metavar="ID|NAME")
+    lg = sub.add_parser(
+        "logs",
+        help="print a process's output (every run of it)",
+        description="The process's output as it wrote it (stdout and stderr interleaved, "
+        "unmasked: it is the process's own), each run after a `--- supervise: run N ---` line.",
+    )
+    lg.add_argument("id", metavar="ID|NAME", help=_ID_HELP)
     lg.add_argument(
         "-f", "--follow", action="store_true", help="keep printing until it ends (and restarts)"
     )
@@ -193,8 +204,11 @@ def _parser() -> argparse.ArgumentParser:
     st = sub.add_parser(
         "stop",
         help="stop a process: TERM to its group, KILL after --grace (no restart follows)",
+        description="Signal the process's group (TERM, then KILL after --grace). A stop by a "
+        "person ends its restarts (a pending one is cancelled) and its on_exit hooks are told; "
+        "`supervise restart` starts it again.",
     )
-    st.add_argument("id", metavar="ID|NAME")
+    st.add_argument("id", metavar="ID|NAME", help=_ID_HELP)
     st.add_argument("--signal", default="TERM", help="signal to send first (default TERM)")
     st.add_argument("--grace", type=float, default=10.0, help="seconds before KILL (default 10)")
 
@@ -205,12 +219,18 @@ def _parser() -> argparse.ArgumentParser:
         "KILL after --grace), a pending restart starts at once, an ended one starts again. "
         "A person's restart starts the crash-loop count over.",
     )
-    rs.add_argument("id", metavar="ID|NAME")
+    rs.add_argument("id", metavar="ID|NAME", help=_ID_HELP)
     rs.add_argument("--signal", default="TERM", help="signal to send first (default TERM)")
     rs.add_argument("--grace", type=float, default=10.0, help="seconds before KILL (default 10)")
 
-    fi = sub.add_parser("fires", help="every hook fire, refused ones with their reason")
-    fi.add_argument("--json", action="store_true")
+    fi = sub.add_parser(
+        "fires",
+        help="every hook fire, refused ones with their reason",
+        description="Every time a hook fired, oldest first: the process and run, the hook and "
+        "its trigger, when, what came of it (the thread it spawned, or why it was refused: "
+        "max_spawns, depth, lost, stopped_by_user) and the matched line or exit.",
+    )
+    fi.add_argument("--json", action="store_true", help="a JSON list of the fires")
     fi.add_argument(
         "--process", metavar="ID|NAME", help="only this process's fires (every run of it)"
     )
@@ -270,6 +290,9 @@ class _Version(argparse.Action):
             text = "supervise (version unknown: not installed; `pip install .`)"
         print(text)  # stdout, as argparse's own version action
         parser.exit()
+
+
+_ID_HELP = "the id ps shows (or any run's id), or the process's name"
 
 
 def _settings_flag(p: argparse.ArgumentParser) -> None:

@@ -23,6 +23,11 @@ HELP = Path(__file__).parent / "help"
         (["run"], "supervise-run.txt"),
         (["ask"], "supervise-ask.txt"),
         (["thread", "show"], "supervise-thread-show.txt"),
+        (["ps"], "supervise-ps.txt"),
+        (["logs"], "supervise-logs.txt"),
+        (["stop"], "supervise-stop.txt"),
+        (["restart"], "supervise-restart.txt"),
+        (["fires"], "supervise-fires.txt"),
     ],
 )
 def test_help_matches_the_recorded_text(args: list[str], name: str) -> None:
