@@ -235,6 +235,24 @@ def _parser() -> argparse.ArgumentParser:
         "--process", metavar="ID|NAME", help="only this process's fires (every run of it)"
     )
 
+    pr = sub.add_parser(
+        "prune",
+        help="remove ended runs' records and run dirs, by age or count",
+        description="Remove ended runs (their process rows, fires, threads and transcripts, "
+        "and runs/ID/ with output.log) older than --older-than (by end time) and/or beyond "
+        "the newest --keep ended runs of each name; with both, a run must be both. Never a "
+        "running, starting or pending run, one with an unfinished thread, or a run of a "
+        "process still restarting that ended in the last day. Safe while the daemon runs.",
+    )
+    pr.add_argument(
+        "--older-than", metavar="DURATION", help="ended before this long ago: 7d, 12h, 30m"
+    )
+    pr.add_argument(
+        "--keep", type=int, metavar="N", help="keep the newest N ended runs of each name"
+    )
+    pr.add_argument("--dry-run", action="store_true", help="print what would go; remove nothing")
+    pr.add_argument("--json", action="store_true", help="a JSON object of what was removed")
+
     hk = sub.add_parser("hooks", help="hook file tools")
     hksub = hk.add_subparsers(dest="hooks_command", metavar="SUBCOMMAND", required=True)
     chk = hksub.add_parser(
@@ -488,6 +506,7 @@ COMMANDS: dict[str, Any] = {
     "stop": cmd_stop,
     "restart": cmd_restart,
     "fires": cmd_fires,
+    "prune": lambda a, p, s: __import__("supervisor.pruning").pruning.cmd_prune(a, p, s),
     "hooks": cmd_hooks,
     "examples": cmd_examples,
 }
