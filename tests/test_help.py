@@ -28,6 +28,7 @@ HELP = Path(__file__).parent / "help"
         (["stop"], "supervise-stop.txt"),
         (["restart"], "supervise-restart.txt"),
         (["fires"], "supervise-fires.txt"),
+        (["completion"], "supervise-completion.txt"),
     ],
 )
 def test_help_matches_the_recorded_text(args: list[str], name: str) -> None:
