@@ -281,6 +281,22 @@ def _parser() -> argparse.ArgumentParser:
         help="JSON: the tool's input with --tool, else Claude Code's event "
         '({"tool_name", "tool_input", "tool_response", "prompt"})',
     )
+    from supervisor.completion import SHELLS, PrintScript  # light: shtab loads when it prints
+
+    cp = sub.add_parser(
+        "completion",
+        help="print a shell completion script: bash, zsh or fish",
+        description="Print the completion script of SHELL, made from this CLI's own parser "
+        "(every subcommand and flag; files where an argument is a file). A TAB runs only the "
+        "shell. Install: bash: `supervise completion bash > "
+        "~/.local/share/bash-completion/completions/supervise`; zsh: `supervise completion zsh "
+        "> ~/.zfunc/_supervise` (with fpath+=(~/.zfunc) before compinit); fish: `supervise "
+        "completion fish > ~/.config/fish/completions/supervise.fish`.",
+    )
+    # Printed while parsing (as --version): no settings read, no state dir, no dispatch entry.
+    cp.add_argument(
+        "shell", metavar="SHELL", choices=SHELLS, action=PrintScript, help="bash, zsh or fish"
+    )
     ex = sub.add_parser(
         "examples",
         help="write the example hook files, quickstart and systemd unit into DIR",

@@ -29,6 +29,7 @@ HELP = Path(__file__).parent / "help"
         (["restart"], "supervise-restart.txt"),
         (["fires"], "supervise-fires.txt"),
         (["prune"], "supervise-prune.txt"),
+        (["completion"], "supervise-completion.txt"),
     ],
 )
 def test_help_matches_the_recorded_text(args: list[str], name: str) -> None:
