@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from supervise.errors import HookFileError
+from supervisor.hooktext import read_utf8
 
 FIX = 'write KEY=VALUE, quoting a value with spaces or #: KEY="a b # c"'
 
@@ -33,18 +34,7 @@ def read_env_file(path: Path, shown: str | None = None) -> dict[str, str]:
     from dotenv.parser import parse_stream
 
     name = shown or str(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise HookFileError([f"{name}: cannot read env file: {reason}; check the path"]) from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise HookFileError(
-            [f"{name}:{line}: cannot read env file: not UTF-8 ({exc.reason}); save it as UTF-8"]
-        ) from None
+    text = read_utf8(path, name, "env file")
     problems = [
         # The line is not quoted: it may hold a secret, and messages are shown and logged.
         f"{name}:{b.original.line}: cannot parse this line as dotenv; {FIX}"

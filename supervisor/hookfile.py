@@ -43,7 +43,7 @@ from supervisor.hookspec import (
     Trigger,
     trigger_kind,
 )
-from supervisor.hooktext import EXAMPLE, ReadAbort, read_json, read_yaml
+from supervisor.hooktext import EXAMPLE, ReadAbort, read_json, read_utf8, read_yaml
 from supervisor.matching import compile_pattern
 from supervisor.restartfile import check_restart
 
@@ -72,18 +72,7 @@ def load_hook_file(path: str | Path, *, read_env_files: bool = True) -> HookFile
     """
     name = str(path)
     _check_extension(name)
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise HookFileError([f"{name}: cannot read hook file: {reason}; check the path"]) from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise HookFileError(
-            [f"{name}:{line}: cannot read hook file: not UTF-8 ({exc.reason}); save it as UTF-8"]
-        ) from None
+    text = read_utf8(Path(path), name, "hook file")
     hf, locate = _parse(text, name)
     if read_env_files:
         hf = _anchor_env_files(hf, Path(path), locate)

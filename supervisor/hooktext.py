@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import datetime
 import json
+from pathlib import Path
 from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from agent_threads.problems import KeyPath, where
+from supervise.errors import HookFileError
 
 # Named as a wheel's user can get it (no configs/ folder outside the repo).
 EXAMPLE = "migrate.yaml from `supervise examples DIR`"
@@ -146,3 +148,20 @@ def read_json(text: str, filename: str) -> tuple[Any, Composer]:
         for key in duplicates:
             composer.problems.append((1, f"{filename}:1: duplicate key {key!r}; keep only one"))
     return data, composer
+
+
+def read_utf8(path: Path, name: str, kind: str) -> str:
+    """A user's file as text (a BOM dropped), or a `FILE[:LINE]: cannot read KIND: ...; fix`
+    HookFileError: the path given, or the line where it stops being UTF-8."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise HookFileError([f"{name}: cannot read {kind}: {reason}; check the path"]) from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise HookFileError(
+            [f"{name}:{line}: cannot read {kind}: not UTF-8 ({exc.reason}); save it as UTF-8"]
+        ) from None
