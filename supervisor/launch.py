@@ -141,14 +141,7 @@ def launch(
         if isinstance(exc, OSError):
             raise LaunchError(f"cannot start {req.argv[0]}: {exc}") from exc
         raise
-    return mark_running(
-        store,
-        row.id,
-        pid=child_pid,
-        pid_started=start_time(child_pid),
-        shim_pid=shim_pid,
-        shim_started=start_time(shim_pid),
-    )
+    return _started(store, row.id, shim_pid, child_pid)
 
 
 def _insert_row(
@@ -283,14 +276,7 @@ def start_run(
         shim_pid, child_pid = _start_shim(run, req)
     except OSError as exc:
         raise LaunchError(f"cannot start {spec.argv[0]}: {exc}") from exc
-    return mark_running(
-        store,
-        row.id,
-        pid=child_pid,
-        pid_started=start_time(child_pid),
-        shim_pid=shim_pid,
-        shim_started=start_time(shim_pid),
-    )
+    return _started(store, row.id, shim_pid, child_pid)
 
 
 def _previous_env(store: Store, paths: StatePaths, row: ProcessRecord) -> dict[str, str]:
@@ -307,4 +293,16 @@ def _previous_env(store: Store, paths: StatePaths, row: ProcessRecord) -> dict[s
     raise LaunchError(
         "the environment it was started with cannot be read: "
         + ("; ".join(problems[:1]) or "no earlier run kept one")
+    )
+
+
+def _started(store: Store, process_id: int, shim_pid: int, child_pid: int) -> ProcessRecord:
+    """Record the pids of a started run, each with its start time (pids are reused)."""
+    return mark_running(
+        store,
+        process_id,
+        pid=child_pid,
+        pid_started=start_time(child_pid),
+        shim_pid=shim_pid,
+        shim_started=start_time(shim_pid),
     )
