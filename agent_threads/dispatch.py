@@ -55,17 +55,34 @@ class Dispatcher:
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         async with anyio.create_task_group() as tg:
-            for tid in await anyio.to_thread.run_sync(self._recover):
-                self._start(tg, tid, resumed=True)
             task_status.started()
+            recovered = False
+            failing: str | None = None  # when and why claiming first failed
             while True:
-                await self._reconcile()
-                free = self.concurrency - len(self.active)
-                claimed, due = await anyio.to_thread.run_sync(self._claim_and_due, free)
+                try:
+                    if not recovered:
+                        for tid in await anyio.to_thread.run_sync(self._recover):
+                            self._start(tg, tid, resumed=True)
+                        recovered = True
+                    await self._reconcile()
+                    free = self.concurrency - len(self.active)
+                    claimed, due = await anyio.to_thread.run_sync(self._claim_and_due, free)
+                except (StateError, OSError) as exc:
+                    # A full disk or a locked database must not take the daemon down with
+                    # it: the queue is unchanged (the claim is one statement), so look again.
+                    failing = failing or f"{time.strftime('%H:%M:%S')}: {exc}"
+                    log.error("claiming queued threads failed: %s; retrying in %gs", exc, RETRY_S)
+                    free, claimed, due = 0, [], self.clock() + RETRY_S
+                else:
+                    if failing:
+                        log.warning(
+                            "claiming queued threads works again (failing since %s)", failing
+                        )
+                        failing = None
                 for tid in claimed:
                     self._start(tg, tid, resumed=False)
                 wait = IDLE_WAIT_S if due is None else max(0.0, due - self.clock())
-                if free - len(claimed) <= 0:
+                if free - len(claimed) <= 0 and not failing:
                     wait = IDLE_WAIT_S  # full: a finished run wakes us
                 with anyio.move_on_after(min(wait, IDLE_WAIT_S) + 0.005):
                     await self.wake.wait()
