@@ -96,6 +96,7 @@ class Tracker:
         self.env_key = row.env_key
         self._redact: Callable[[str], str] | None = None
         self.hooks = spec.hooks
+        self.program = spec.program
         self.command = row.command
         self.depth = row.depth
         self.started_at = row.started_at
@@ -500,7 +501,13 @@ class Tracker:
             return [self._event(f) for f in found]
 
         restart = RestartStep(
-            self.hooks.restart, triggers.crash_loop_keys(self.id, self.hooks.hooks), crash_events
+            self.hooks.restart,
+            triggers.crash_loop_keys(self.id, self.hooks.hooks),
+            crash_events,
+            # Started in an earlier boot: the reboot ended it (whatever its exit record says:
+            # the shutdown's signals end every process).
+            rebooted=self.boot_id != boot_id(),
+            autostart=None if self.program is None else self.program.autostart,
         )
         self._commit([self._event(f) for f in fires], res, row_end, restart)
         res.ended = True
