@@ -74,7 +74,8 @@ def live_processes(store: Store) -> list[Live]:
     for chain in sorted(newest):
         row = newest[chain]
         ref = _program_of(row)
-        out.append(Live(row.name, chain, ref[0] if ref else None, ref[1] if ref else None))
+        file, print_ = ref if ref else (None, None)
+        out.append(Live(row.name, chain, file, print_, row.pid))
     return out
 
 
