@@ -33,12 +33,17 @@ def program_file(
 ) -> Path:
     """A program file in YAML (JSON is YAML) running BODY per program, marker = its name."""
     body: dict[str, Any] = dict(top)
+    prog = str(env.work / "prog.py")
     body["programs"] = {
-        n: {"command": [sys.executable, str(env.work / "prog.py"), f"{n}-{env.work.parent.name}"], **p}
-        for n, p in programs.items()
+        n: {"command": [sys.executable, prog, marker(env, n)], **p} for n, p in programs.items()
     }
     (env.work / "prog.py").write_text(BODY)
     return env.write(name, json.dumps(body, indent=1))
+
+
+def marker(env: Env, name: str) -> str:
+    """Names a program's OS process: unique per test (tests run side by side)."""
+    return f"{name}-{env.work.parent.name}"
 
 
 def up(env: Env, *args: str) -> dict[str, dict[str, Any]]:
@@ -49,11 +54,11 @@ def up(env: Env, *args: str) -> dict[str, dict[str, Any]]:
 
 def running(env: Env, name: str) -> list[psutil.Process]:
     """The live OS processes of program `name` (its marker in their command line)."""
-    marker = f"{name}-{env.work.parent.name}"
+    mark = marker(env, name)
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmd = proc.info["cmdline"] or []
-        if cmd[-1:] == [marker] and len(cmd) == 3 and proc.status() != psutil.STATUS_ZOMBIE:
+        if cmd[-1:] == [mark] and len(cmd) == 3 and proc.status() != psutil.STATUS_ZOMBIE:
             found.append(proc)
     return found
 
@@ -222,9 +227,9 @@ def test_after_a_reboot_autostart_programs_and_always_processes_start_once(
     up(env)
     prog = str(env.work / "prog.py")
     always = env.cli("run", "-d", "--json", "--restart", "always", "--name", "always", "--",
-                     sys.executable, prog, f"always-{env.work.parent.name}", check=True)  # fmt: skip
+                     sys.executable, prog, marker(env, "always"), check=True)  # fmt: skip
     onfail = env.cli("run", "-d", "--json", "--restart", "on-failure", "--name", "onfail", "--",
-                     sys.executable, prog, f"onfail-{env.work.parent.name}", check=True)  # fmt: skip
+                     sys.executable, prog, marker(env, "onfail"), check=True)  # fmt: skip
     ids = {"always": json.loads(always.stdout)["id"], "onfail": json.loads(onfail.stdout)["id"]}
     wait_until(lambda: all(running(env, n) for n in ("web", "batch", "always", "onfail")),
                what="all four running")  # fmt: skip
