@@ -36,13 +36,14 @@ examples:
   supervise stop 7 --grace 5            (by id or by name: supervise stop worker)
   supervise restart worker
   supervise run --restart on-failure -- ./worker.sh
+  supervise up / supervise down       (the programs of ./supervise.yaml; -f FILE for another)
   supervise fires
   supervise hooks check hooks.yaml
   supervise hooks check .claude/settings.json ./my-plugin   (Claude Code's: what runs, what not)
   supervise run --settings .claude/settings.json --plugin ./my-plugin -- make test
   supervise examples ./demo           (example hook files, the quickstart, the systemd unit)
 state: $SUPERVISE_HOME (default $XDG_STATE_HOME/supervise, else ~/.local/state/supervise)
-`run` starts a daemon when none runs, unless SUPERVISE_AUTOSTART=0.
+`run` and `up` start a daemon when none runs, unless SUPERVISE_AUTOSTART=0.
 SUPERVISE_MAX_LOG_BYTES (default 64 MiB) bounds each output.log on disk; older output moves
 to output.log.1. Threads: SUPERVISE_MODEL (openai:M, anthropic:M, scripted:FILE),
 SUPERVISE_MAX_THREADS (4), SUPERVISE_MAX_TURNS (50), SUPERVISE_THREAD_TIMEOUT (1800 s),
@@ -226,10 +227,10 @@ def _parser() -> argparse.ArgumentParser:
     up = sub.add_parser(
         "up",
         help="start a program file's programs; again: apply what changed",
-        description="Start the programs of a program file (like a Procfile or a pm2 ecosystem "
-        "file): each runs as a supervised process named after the program. Run again, it "
-        "starts what is not running, leaves alone what is unchanged, restarts a program whose "
-        "definition changed (command, cwd, env, env files' values, hooks, restart, autostart) "
+        description="Start the programs of a program file (like a Procfile or a pm2 ecosystem\n"
+        "file): each runs as a supervised process named after the program. Run again, it\n"
+        "starts what is not running, leaves alone what is unchanged, restarts a program whose\n"
+        "definition changed (command, cwd, env, env files' values, hooks, restart, autostart)\n"
         "and stops one removed from the file. Only this file's programs are touched.",
         epilog=UP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -240,9 +241,9 @@ def _parser() -> argparse.ArgumentParser:
     dw = sub.add_parser(
         "down",
         help="stop a program file's programs",
-        description="Stop the running programs started from a program file, as `supervise "
-        "stop` does (TERM, KILL after --grace; no restart follows, on_exit hooks are told a "
-        "person stopped them). The file need not read any more: the processes record it.",
+        description="Stop the running programs started from a program file, as `supervise stop`\n"
+        "does (TERM, KILL after --grace; no restart follows, on_exit hooks are told a person\n"
+        "stopped them). The file need not read any more: the processes record it.",
         epilog=DOWN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

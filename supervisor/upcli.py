@@ -191,8 +191,8 @@ def _stop(store: Store, paths: StatePaths, s: Stop, grace: float, note: str = ""
         return Done(s.name, "not running", s.chain, None, note)
     try:
         said = stop_run(store, paths, row, grace=grace)
-    except SuperviseError as exc:  # it ended on its own meanwhile
-        return Done(s.name, "not running", s.chain, None, str(exc))
+    except SuperviseError:  # it ended on its own (the daemon may not have recorded it yet)
+        return Done(s.name, "not running", s.chain, None, "it had ended")
     how = said.split("stopped: ", 1)[-1] if "stopped: " in said else said
     return Done(s.name, "stopped", s.chain, None, "; ".join(x for x in (note, how) if x))
 

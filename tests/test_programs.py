@@ -259,3 +259,24 @@ def test_a_run_a_reboot_ended_is_started_at_once_and_counts_as_a_new_series() ->
 
     runs = [run_fact(row(1, "restart", "failure")), run_fact(row(2, "boot", "failure"))]
     assert series(spec, runs) == runs[1:]
+
+
+def test_the_shipped_example_reads() -> None:
+    examples = Path(__file__).resolve().parent.parent / "configs" / "examples"
+    pf = load_program_file(examples / "programs.yaml")
+    assert pf.names() == ["web", "migrate"]
+    web, migrate = pf.programs
+    assert web.hooks.restart is not None and web.hooks.restart.policy == "always"
+    assert [h.name for h in migrate.hooks.hooks] == ["migration-failed", "deadlock", "too-slow"]
+    assert migrate.cwd == examples and not migrate.autostart
+
+
+def test_the_systemd_unit_runs_the_daemon_with_the_keys_and_no_autostart() -> None:
+    unit = Path(__file__).resolve().parent.parent / "configs" / "systemd" / "supervise.service"
+    lines = [ln.strip() for ln in unit.read_text().splitlines() if not ln.startswith("#")]
+    service = lines[lines.index("[Service]") + 1 : lines.index("[Install]")]
+    settings = [tuple(ln.split("=", 1)) for ln in service if "=" in ln]
+    assert ("ExecStart", "%h/.local/bin/supervise daemon") in settings
+    assert ("Environment", "SUPERVISE_AUTOSTART=0") in settings
+    assert ("EnvironmentFile", "-%h/.config/supervise/env") in settings
+    assert ("KillMode", "process") in settings  # the processes outlive the daemon's stop

@@ -271,6 +271,7 @@ def test_after_a_reboot_autostart_programs_and_always_processes_start_once(
     for name in ("batch", "onfail"):
         assert [p.state for p in rows[name]] == ["lost"] and not running(env, name)
     assert rows["always"][0].id == ids["always"]
+    assert "started again after a reboot" in env.cli("logs", "web", check=True).stdout
     # `up` afterwards: web runs the same definition, batch is started (a person asked).
     after = up(env)
     assert after["web"]["action"] == "unchanged" and after["batch"]["action"] == "started"
