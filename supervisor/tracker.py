@@ -18,7 +18,14 @@ from agent_threads.spawn import FireFacts
 from state.counters import Counter, load_counters
 from state.db import Store
 from state.paths import StatePaths
-from state.processes import LogPosition, ProcessEnd, ProcessRecord, TailState, get_process
+from state.processes import (
+    LogPosition,
+    ProcessEnd,
+    ProcessRecord,
+    TailState,
+    get_process,
+    mark_running,
+)
 from supervise.errors import SuperviseError
 from supervisor import clocks, ending, triggers
 from supervisor.ending import RUN_DIR_GONE as RUN_DIR_GONE  # re-exported: the daemon's
@@ -249,6 +256,17 @@ class Tracker:
         if self.shim_pid is None and (pid := self.run.read_pid("shim")) is not None:
             self.shim_pid, self.shim_started = pid, start_time(pid)
             learned = True
+        if learned and self.pid is not None and self.shim_pid is not None:
+            # Its starter (the CLI, or a daemon starting a restart) died before saving them:
+            # saved here, so the row says `running` with its pids (ps, stop, the next `up`).
+            mark_running(
+                self.store,
+                self.id,
+                pid=self.pid,
+                pid_started=self.pid_started,
+                shim_pid=self.shim_pid,
+                shim_started=self.shim_started,
+            )
         return learned
 
     def _alive(self) -> bool:

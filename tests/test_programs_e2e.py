@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -234,20 +235,28 @@ def test_after_a_reboot_autostart_programs_and_always_processes_start_once(
     wait_until(lambda: all(running(env, n) for n in ("web", "batch", "always", "onfail")),
                what="all four running")  # fmt: skip
     reboot(env, daemon)
-    # The daemon the boot starts is SIGKILLed a few times at random moments of its recovery
-    # (the boot starts included), then runs: each comes back once.
-    rng = random.Random()
-    for _ in range(3):
-        proc = subprocess.Popen(
+
+    # The daemon the boot starts is SIGKILLed: once the moment it has recorded a boot start
+    # (maybe before it started it), once at a random moment; then one runs. Each comes back
+    # once.
+    def boot_daemon() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
             [sys.executable, "-m", "supervisor", "daemon"],
             env=env.env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        time.sleep(rng.uniform(0.3, 1.2))
-        proc.kill()
-        proc.wait(10)
+
+    proc = boot_daemon()
+    wait_until(lambda: any(p.cause == "boot" for p in env.seen_processes()),
+               what="a boot start recorded")  # fmt: skip
+    proc.kill()
+    proc.wait(10)
+    proc = boot_daemon()
+    time.sleep(random.uniform(0.1, 0.8))
+    proc.kill()
+    proc.wait(10)
     daemon.start()
 
     def booted() -> dict[str, list[Any]]:
@@ -275,3 +284,25 @@ def test_after_a_reboot_autostart_programs_and_always_processes_start_once(
     # `up` afterwards: web runs the same definition, batch is started (a person asked).
     after = up(env)
     assert after["web"]["action"] == "unchanged" and after["batch"]["action"] == "started"
+
+
+def test_a_start_whose_starter_died_before_saving_its_pids_is_saved_by_the_daemon(
+    env: Env, start_daemon: Callable[[], Daemon]
+) -> None:
+    """What a daemon SIGKILLed right after starting a boot (or restart) run leaves, and a
+    CLI killed right after starting the shim: the run dir has the pids, the row has none."""
+    env.extra["SUPERVISE_AUTOSTART"] = "0"
+    program_file(env, {"web": {}})
+    web = up(env)["web"]
+    with sqlite3.connect(env.home / "state.db") as db:
+        db.execute(
+            "UPDATE process SET state = 'starting', pid = NULL, pid_started = NULL, "
+            "shim_pid = NULL, shim_started = NULL"
+        )
+    start_daemon()
+    row = env.wait_state(web["process"], "running")
+    assert row["pid"] == web["pid"]
+    # So the next `up` knows it, and `down` stops it.
+    assert up(env)["web"] == {**web, "action": "unchanged", "note": None}
+    assert env.cli("down", check=True).stdout.startswith("web: stopped")
+    wait_until(lambda: not running(env, "web"), what="web stopped")
