@@ -54,7 +54,7 @@ class NextRun:
     """The run to record after the one that ended."""
 
     due_at: float
-    cause: str  # restart | manual
+    cause: str  # restart | manual | boot
     after_thread: bool = False
 
 

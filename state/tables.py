@@ -77,8 +77,9 @@ process = Table(
     # Schema 6: restarts. Each run of a restarted process is its own row (its own output,
     # exit record and fires), linked to the chain's first run: `first_id` (its own id for a
     # first run), `run_no` (1, 2, ...; unique within the chain), `cause` (run | restart |
-    # manual: who started it). A run the restart policy decided on waits as `backoff` until
-    # `due_at` (and, with `after_thread`, until the previous run's on_exit threads are done).
+    # manual | boot: who started it; boot: the daemon, after a reboot ended the run
+    # before). A run the restart policy decided on waits as `backoff` until `due_at` (and,
+    # with `after_thread`, until the previous run's on_exit threads are done).
     # `stop_request` is what a person asked of a run (stop | restart): the exit's commit
     # reads it to decide what comes next.
     Column("first_id", Integer),

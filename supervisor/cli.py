@@ -36,13 +36,14 @@ examples:
   supervise stop 7 --grace 5            (by id or by name: supervise stop worker)
   supervise restart worker
   supervise run --restart on-failure -- ./worker.sh
+  supervise up / supervise down       (the programs of ./supervise.yaml; -f FILE for another)
   supervise fires
   supervise hooks check hooks.yaml
   supervise hooks check .claude/settings.json ./my-plugin   (Claude Code's: what runs, what not)
   supervise run --settings .claude/settings.json --plugin ./my-plugin -- make test
   supervise examples ./demo           (example hook files, the quickstart, the systemd unit)
 state: $SUPERVISE_HOME (default $XDG_STATE_HOME/supervise, else ~/.local/state/supervise)
-`run` starts a daemon when none runs, unless SUPERVISE_AUTOSTART=0.
+`run` and `up` start a daemon when none runs, unless SUPERVISE_AUTOSTART=0.
 SUPERVISE_MAX_LOG_BYTES (default 64 MiB) bounds each output.log on disk; older output moves
 to output.log.1. Threads: SUPERVISE_MODEL (openai:M, anthropic:M, scripted:FILE),
 SUPERVISE_MAX_THREADS (4), SUPERVISE_MAX_TURNS (50), SUPERVISE_THREAD_TIMEOUT (1800 s),
@@ -223,6 +224,32 @@ def _parser() -> argparse.ArgumentParser:
     rs.add_argument("--signal", default="TERM", help="signal to send first (default TERM)")
     rs.add_argument("--grace", type=float, default=10.0, help="seconds before KILL (default 10)")
 
+    up = sub.add_parser(
+        "up",
+        help="start a program file's programs; again: apply what changed",
+        description="Start the programs of a program file (like a Procfile or a pm2 ecosystem\n"
+        "file): each runs as a supervised process named after the program. Run again, it\n"
+        "starts what is not running, leaves alone what is unchanged, restarts a program whose\n"
+        "definition changed (command, cwd, env, env files' values, hooks, restart, autostart)\n"
+        "and stops one removed from the file. Only this file's programs are touched.",
+        epilog=UP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _program_flags(up, "only these programs (the others, and removed ones, are left alone)")
+    up.add_argument("--json", action="store_true", help="a JSON object: what was done to each")
+
+    dw = sub.add_parser(
+        "down",
+        help="stop a program file's programs",
+        description="Stop the running programs started from a program file, as `supervise stop`\n"
+        "does (TERM, KILL after --grace; no restart follows, on_exit hooks are told a person\n"
+        "stopped them). The file need not read any more: the processes record it.",
+        epilog=DOWN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _program_flags(dw, "only these programs")
+    dw.add_argument("--json", action="store_true", help="a JSON object: what was done to each")
+
     fi = sub.add_parser(
         "fires",
         help="every hook fire, refused ones with their reason",
@@ -327,6 +354,48 @@ class _Version(argparse.Action):
 
 
 _ID_HELP = "the id ps shows (or any run's id), or the process's name"
+
+
+UP_EPILOG = """\
+examples:
+  supervise up                        (./supervise.yaml, .yml or .json)
+  supervise up -f deploy/programs.yaml
+  supervise up web                    (only web: started, restarted if changed, or left alone)
+  supervise up --json
+a program file:
+  env_file: .env                      (optional: for every program)
+  programs:
+    web:
+      command: python -m http.server 8000
+      cwd: site                       (relative to the file)
+      env: {PORT: "8000"}
+      env_file: .env.web
+      hooks: hooks.yaml               (or a hook file's body inline)
+      restart: always
+    worker:
+      command: [./worker.sh, --queue, jobs]
+      restart: {policy: on-failure, delay: 2s}
+      autostart: false                (not started again after a reboot)
+After a reboot, the daemon starts again the programs with autostart: true (the default).
+"""
+
+DOWN_EPILOG = """\
+examples:
+  supervise down                      (every program of ./supervise.yaml)
+  supervise down -f deploy/programs.yaml worker
+  supervise up                        (starts them again)
+"""
+
+
+def _program_flags(p: argparse.ArgumentParser, names_help: str) -> None:
+    p.add_argument(
+        "-f",
+        "--file",
+        metavar="FILE",
+        help="the program file (default: supervise.yaml, .yml or .json here)",
+    )
+    p.add_argument("names", nargs="*", metavar="NAME", help=names_help)
+    p.add_argument("--grace", type=float, default=10.0, help="seconds before KILL (default 10)")
 
 
 def _settings_flag(p: argparse.ArgumentParser) -> None:
@@ -522,6 +591,8 @@ COMMANDS: dict[str, Any] = {
     "stop": cmd_stop,
     "restart": cmd_restart,
     "fires": cmd_fires,
+    "up": lambda a, p, s: __import__("supervisor.upcli").upcli.cmd_up(a, p, s),
+    "down": lambda a, p, s: __import__("supervisor.upcli").upcli.cmd_down(a, p, s),
     "prune": lambda a, p, s: __import__("supervisor.pruning").pruning.cmd_prune(a, p, s),
     "hooks": cmd_hooks,
     "examples": cmd_examples,

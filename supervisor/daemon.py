@@ -530,7 +530,7 @@ class Daemon:
             log.info(
                 "process %d: %s restart as process %s in %.3gs",
                 pid,
-                "a person's" if d.cause == "manual" else "the policy's",
+                {"manual": "a person's", "boot": "after a reboot, a"}.get(d.cause, "the policy's"),
                 res.next_run,
                 max(0.0, d.at - self.clock()),
             )

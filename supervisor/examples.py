@@ -97,6 +97,8 @@ def cmd_examples(args: argparse.Namespace, _paths: StatePaths) -> int:
         "try the quickstart:\n"
         f"  cd {shlex.quote(str(dest))} && supervise run -- python3 fake_migrate.py "
         "--hook migrate.yaml\n"
+        "programs.yaml is a program file: supervise up -f programs.yaml, supervise down -f "
+        "programs.yaml\n"
         "supervise.service's comments say how to run the daemon at boot"
     )
     return 0

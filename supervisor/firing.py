@@ -74,6 +74,10 @@ class RestartStep:
     spec: RestartSpec | None  # the process's policy (None: `no`)
     crash_keys: Sequence[FireKey]  # the on_crash_loop fires a crash loop would make
     crash_events: Callable[[CrashLoop], list[FireEvent]]  # ... and the fires themselves
+    # The run was started in an earlier boot than this one: a reboot ended it, and
+    # `restarts.after_reboot` decides (autostart: the program's, None for any other process).
+    rebooted: bool = False
+    autostart: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,13 @@ def run_fact(row: RunRow) -> RunFact:
     return RunFact(row.started_at, ended, row.result != "success", cause)
 
 
-def plan_restart(spec: RestartSpec | None, history: RunHistory) -> tuple[Decision, RestartPlan]:
+def plan_restart(
+    spec: RestartSpec | None,
+    history: RunHistory,
+    *,
+    rebooted: bool = False,
+    autostart: bool | None = None,
+) -> tuple[Decision, RestartPlan]:
     """What follows the last run of `history` (pure): the decision and what to record."""
     last = history.runs[-1]
     stop: restarts.StopRequest | None = None
@@ -102,15 +112,21 @@ def plan_restart(spec: RestartSpec | None, history: RunHistory) -> tuple[Decisio
         stop = "stop"
     elif history.stop_request == "restart":
         stop = "restart"
-    decision = restarts.decide(
-        spec,
-        [run_fact(r) for r in history.runs],
-        stop=stop,
-        # A run dir deleted under it: someone removed the process on purpose.
-        restartable=last.end_reason != RUN_DIR_GONE,
-    )
+    decision: Decision
+    if rebooted and last.end_reason != RUN_DIR_GONE:
+        decision = restarts.after_reboot(spec, autostart=autostart, stop=stop)
+    else:
+        decision = restarts.decide(
+            spec,
+            [run_fact(r) for r in history.runs],
+            stop=stop,
+            # A run dir deleted under it: someone removed the process on purpose.
+            restartable=last.end_reason != RUN_DIR_GONE,
+        )
     if isinstance(decision, Restart):
-        return decision, RestartPlan(NextRun(decision.at, decision.cause, decision.after_thread))
+        # A boot start is due when the run ended: already past, so at once.
+        at = (last.ended_at or 0.0) if decision.cause == "boot" else decision.at
+        return decision, RestartPlan(NextRun(at, decision.cause, decision.after_thread))
     if isinstance(decision, CrashLoop):
         return decision, RestartPlan(state="crash-loop")
     return decision, RestartPlan()
@@ -180,7 +196,9 @@ def commit_end(
     def after_end(history: RunHistory) -> RestartPlan:
         decided.clear()  # run again when PostgreSQL retries the transaction
         assert restart is not None
-        decision, plan = plan_restart(restart.spec, history)
+        decision, plan = plan_restart(
+            restart.spec, history, rebooted=restart.rebooted, autostart=restart.autostart
+        )
         decided.append(decision)
         return plan
 
@@ -209,8 +227,10 @@ def commit_end(
         end=end,
         restart=after_end if restart is not None else None,
         restart_policy=restart is not None
-        and restart.spec is not None
-        and restart.spec.policy != "no",
+        and (
+            (restart.spec is not None and restart.spec.policy != "no")
+            or (restart.rebooted and restart.autostart is True)
+        ),
     )
     thread_of = {f.key: f.thread_id for f in done.fires}
     result = [

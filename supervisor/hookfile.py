@@ -54,6 +54,7 @@ __all__ = [
     "anchor_extensions",
     "load_hook_file",
     "load_hook_mapping",
+    "load_inline_hooks",
     "parse_hook_text",
 ]
 _TOP_KEYS = ("purpose", "context", "hooks", "agent", "limits", "restart", "env_file")
@@ -209,6 +210,31 @@ def load_hook_mapping(data: Mapping[str, Any], where: str) -> HookFile:
         HookFileError: listing every problem, each as `WHERE: what; how to fix it`.
     """
     return _validate(data, _Report(lambda _path: (0, where)), (where,))
+
+
+def load_inline_hooks(
+    data: Any, path: Path, locate: Callable[[KeyPath], tuple[int, str]], prefix: KeyPath
+) -> HookFile:
+    """A hook file's body written inside another file (a program file's `hooks:`), checked
+    as a hook file is: each problem at the outer file's line, relative paths (env_file,
+    extensions, plugins, `scripted:FILE`) relative to that file.
+
+    Args:
+        data: the body's values.
+        path: the outer file.
+        locate: the outer file's key path -> (line, "FILE:LINE").
+        prefix: where the body sits in the outer file.
+
+    Raises:
+        HookFileError: every problem, each as `FILE:LINE: what; how to fix it`.
+    """
+
+    def inner(p: KeyPath) -> tuple[int, str]:
+        return locate((*prefix, *p))
+
+    hf = _validate(data, _Report(inner), (str(path),))
+    hf = _anchor_env_files(hf, path, inner)
+    return _anchor_plugins(_anchor_script(hf, path), path, inner)
 
 
 def _check_extension(filename: str) -> None:

@@ -41,7 +41,7 @@ from supervisor.clocks import boot_clock
 from supervisor.hookspec import HookFile, Limits
 from supervisor.identity import boot_id, start_time
 from supervisor.rundir import RunDir, new_env_key, seal_env, seal_env_with
-from supervisor.runspec import Inherited, RunSpec, SettingsHooks, renumbered
+from supervisor.runspec import Inherited, ProgramRef, RunSpec, SettingsHooks, renumbered
 
 SHIM = Path(__file__).with_name("shim.sh")
 READY_TIMEOUT_S = 10.0
@@ -69,6 +69,7 @@ class LaunchRequest:
     # Put before argv when starting it (a thread's sandbox: `bwrap ... --`); not recorded
     # as the command.
     wrap: Sequence[str] = ()
+    program: ProgramRef | None = None  # started by `supervise up` from a program file
 
     def child_env(self) -> dict[str, str]:
         """The environment the process starts with."""
@@ -180,6 +181,7 @@ def _spec(row: ProcessRecord, req: LaunchRequest, hooks: HookFile) -> RunSpec:
         settings_hooks=req.settings_hooks,
         inherited=req.inherited,
         wrap=tuple(req.wrap),
+        program=req.program,
     )
 
 

@@ -91,20 +91,38 @@ def _await_pid(store: Store, row: ProcessRecord) -> ProcessRecord:
 
 
 def cmd_stop(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
-    from state.runs import cancel_run, request_stop
-
     store = _writable(paths, settings)
     row = resolve(store, args.id)
     sig = parse_signal(args.signal)
-    if args.grace < 0:
-        raise UserError(f"--grace must be 0 or more seconds, got {args.grace:g}")
+    print(stop_run(store, paths, row, sig=sig, grace=args.grace))
+    return 0
+
+
+def stop_run(
+    store: Store,
+    paths: StatePaths,
+    row: ProcessRecord,
+    *,
+    sig: signal.Signals = signal.SIGTERM,
+    grace: float = 10.0,
+) -> str:
+    """A person's stop of the newest run `row` of a process (`stop`, and `up`/`down` of a
+    program): it ends its restarts, and its on_exit hooks are told a person stopped it.
+    Returns what to print.
+
+    Raises:
+        SuperviseError: it is not running (exit 1).
+    """
+    from state.runs import cancel_run, request_stop
+
+    if grace < 0:
+        raise UserError(f"--grace must be 0 or more seconds, got {grace:g}")
     if row.state == "backoff":
         if cancel_run(store, row.id):
-            print(
+            return (
                 f"process {row.chain} ({row.name}): its restart (run {row.run_no}) is "
                 "cancelled; it stays stopped (supervise restart starts it again)"
             )
-            return 0
         row = resolve(store, str(row.id))  # the daemon started it meanwhile: stop that
     if row.state in ("starting", "running"):
         row = request_stop(store, row.id, "stop") or row  # no restart after this end
@@ -118,19 +136,15 @@ def cmd_stop(args: argparse.Namespace, paths: StatePaths, settings: Settings) ->
         row,
         RunDir(paths.run_dir(row.id)),
         sig=sig,
-        grace=args.grace,
+        grace=grace,
         say=lambda m: err(f"supervise: {m}"),
     )
     rec = report.record
     if rec is None:
-        err(
-            f"supervise: process {row.id} got {', '.join(report.sent)}; its end is not recorded yet"
-        )
-    else:
-        how = f"killed by {rec.signal}" if rec.signal else f"exited with code {rec.exit_code}"
-        which = f"process {row.chain}" + (f" (run {row.run_no})" if row.run_no > 1 else "")
-        print(f"{which} stopped: {how}")
-    return 0
+        return f"process {row.id} got {', '.join(report.sent)}; its end is not recorded yet"
+    how = f"killed by {rec.signal}" if rec.signal else f"exited with code {rec.exit_code}"
+    which = f"process {row.chain}" + (f" (run {row.run_no})" if row.run_no > 1 else "")
+    return f"{which} stopped: {how}"
 
 
 def cmd_restart(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:

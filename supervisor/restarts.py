@@ -25,8 +25,9 @@ from typing import Any, Literal, get_args
 Policy = Literal["no", "on-failure", "always"]
 POLICIES: tuple[Policy, ...] = get_args(Policy)
 # Who started a run: `run` (the first, by `supervise run` or a thread), `restart` (the
-# policy, after an exit), `manual` (`supervise restart`: a person; the count starts over).
-Cause = Literal["run", "restart", "manual"]
+# policy, after an exit), `manual` (`supervise restart`: a person; the count starts over),
+# `boot` (the daemon after a reboot ended the run before it: the count starts over too).
+Cause = Literal["run", "restart", "manual", "boot"]
 CAUSES: tuple[Cause, ...] = get_args(Cause)
 # What a person asked of a running run: `stop` ends the restart loop, `restart` starts the
 # next run at once.
@@ -231,6 +232,30 @@ def decide(
         return CrashLoop(restarts, spec.within)
     delay = backoff(spec, len(quick))
     return Restart(last.ended_at + delay, delay, "restart", spec.after_thread, len(quick))
+
+
+def after_reboot(
+    spec: RestartSpec | None, *, autostart: bool | None, stop: StopRequest | None = None
+) -> Decision:
+    """What follows a run that a reboot ended (its row names an earlier boot than now).
+
+    A program from a program file comes back when its `autostart` is true (`autostart`
+    None: not a program). Any other process comes back when its policy is `always`. A
+    reboot is no failure of the process: its exit is unknown (lost) or the shutdown's
+    signal, so `on-failure` does not bring it back (as systemd's Restart= starts nothing at
+    boot). A person's stop, asked before the reboot, still holds. The start is due at once
+    (`at` = when the run ended, already past) and counted as `boot`: a new series.
+    """
+    if stop == "stop":
+        return NoRestart("stopped by a person")
+    policy = (spec or RestartSpec()).policy
+    if autostart is not None:
+        if autostart:
+            return Restart(0.0, 0.0, "boot")
+        return NoRestart("autostart: false (not started after a reboot)")
+    if policy == "always" or stop == "restart":
+        return Restart(0.0, 0.0, "boot")
+    return NoRestart(f"ended by a reboot (policy {policy} starts it only if always)")
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,11 @@ def separator(r: ProcessRecord) -> bytes:
         how = f": killed by {r.signal}" if r.signal else f": exited {r.exit_code}"
         if r.state == "crash-loop":
             how += ", a crash loop (not restarted)"
-    cause = {"restart": ", restarted", "manual": ", restarted by a person"}.get(r.cause, "")
+    cause = {
+        "restart": ", restarted",
+        "manual": ", restarted by a person",
+        "boot": ", started again after a reboot",
+    }.get(r.cause, "")
     return (
         f"--- supervise: run {r.run_no} (process {r.id}{cause}), "
         f"started {local(r.started_at)}{how} ---\n"

@@ -80,6 +80,37 @@ class Inherited:
 
 
 @dataclass(frozen=True)
+class ProgramRef:
+    """A process started by `supervise up` from a program file: which file and program, the
+    fingerprint of its definition as started (`up` restarts it when that changes), and
+    whether the daemon starts it again after a reboot."""
+
+    file: str  # the program file's absolute path
+    name: str
+    fingerprint: str
+    autostart: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "name": self.name,
+            "fingerprint": self.fingerprint,
+            "autostart": self.autostart,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> ProgramRef | None:
+        if not isinstance(data, Mapping):
+            return None
+        return cls(
+            str(data["file"]),
+            str(data["name"]),
+            str(data["fingerprint"]),
+            bool(data.get("autostart", True)),
+        )
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """The launch record of one process."""
 
@@ -101,6 +132,7 @@ class RunSpec:
     # Put before argv when it starts (a thread's sandbox: `bwrap ... --`): a restart starts
     # it the same way. Not part of the command.
     wrap: tuple[str, ...] = ()
+    program: ProgramRef | None = None  # started by `supervise up`
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -121,6 +153,8 @@ class RunSpec:
             out.update(self.inherited.to_json())
         if self.wrap:
             out["wrap"] = list(self.wrap)
+        if self.program is not None:
+            out["program"] = self.program.to_json()
         return out
 
     def text(self) -> str:
@@ -146,6 +180,7 @@ class RunSpec:
             settings_hooks=SettingsHooks.from_json(data.get("settings_hooks")),
             inherited=Inherited.from_json(data),
             wrap=tuple(str(a) for a in data.get("wrap") or ()),
+            program=ProgramRef.from_json(data.get("program")),
         )
 
     @classmethod

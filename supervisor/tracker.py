@@ -18,7 +18,14 @@ from agent_threads.spawn import FireFacts
 from state.counters import Counter, load_counters
 from state.db import Store
 from state.paths import StatePaths
-from state.processes import LogPosition, ProcessEnd, ProcessRecord, TailState, get_process
+from state.processes import (
+    LogPosition,
+    ProcessEnd,
+    ProcessRecord,
+    TailState,
+    get_process,
+    mark_running,
+)
 from supervise.errors import SuperviseError
 from supervisor import clocks, ending, triggers
 from supervisor.ending import RUN_DIR_GONE as RUN_DIR_GONE  # re-exported: the daemon's
@@ -96,6 +103,7 @@ class Tracker:
         self.env_key = row.env_key
         self._redact: Callable[[str], str] | None = None
         self.hooks = spec.hooks
+        self.program = spec.program
         self.command = row.command
         self.depth = row.depth
         self.started_at = row.started_at
@@ -248,6 +256,17 @@ class Tracker:
         if self.shim_pid is None and (pid := self.run.read_pid("shim")) is not None:
             self.shim_pid, self.shim_started = pid, start_time(pid)
             learned = True
+        if learned and self.pid is not None and self.shim_pid is not None:
+            # Its starter (the CLI, or a daemon starting a restart) died before saving them:
+            # saved here, so the row says `running` with its pids (ps, stop, the next `up`).
+            mark_running(
+                self.store,
+                self.id,
+                pid=self.pid,
+                pid_started=self.pid_started,
+                shim_pid=self.shim_pid,
+                shim_started=self.shim_started,
+            )
         return learned
 
     def _alive(self) -> bool:
@@ -500,7 +519,13 @@ class Tracker:
             return [self._event(f) for f in found]
 
         restart = RestartStep(
-            self.hooks.restart, triggers.crash_loop_keys(self.id, self.hooks.hooks), crash_events
+            self.hooks.restart,
+            triggers.crash_loop_keys(self.id, self.hooks.hooks),
+            crash_events,
+            # Started in an earlier boot: the reboot ended it (whatever its exit record says:
+            # the shutdown's signals end every process).
+            rebooted=self.boot_id != boot_id(),
+            autostart=None if self.program is None else self.program.autostart,
         )
         self._commit([self._event(f) for f in fires], res, row_end, restart)
         res.ended = True

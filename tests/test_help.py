@@ -30,6 +30,8 @@ HELP = Path(__file__).parent / "help"
         (["fires"], "supervise-fires.txt"),
         (["prune"], "supervise-prune.txt"),
         (["completion"], "supervise-completion.txt"),
+        (["up"], "supervise-up.txt"),
+        (["down"], "supervise-down.txt"),
     ],
 )
 def test_help_matches_the_recorded_text(args: list[str], name: str) -> None:

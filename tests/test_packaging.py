@@ -129,6 +129,7 @@ def test_every_shipped_file_is_in_the_wheel(built: Built) -> None:
         "examples/migrate-turns.yaml",
         "examples/fake_migrate.py",
         "examples/hooks.json",
+        "examples/programs.yaml",
         "extensions/stack.py",
         "systemd/supervise.service",
     } <= configs
