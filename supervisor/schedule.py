@@ -13,6 +13,7 @@ only the latest such time fires (a schedule that ran ten times meanwhile is told
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
@@ -27,6 +28,7 @@ MISFIRE_GRACE_S = 3600.0
 EARLY_S = 0.05  # a timer that wakes this early counts as on time
 FIELDS = ("minute", "hour", "day of month", "month", "day of week")
 EXAMPLE_CRON = "0 3 * * *"
+_FIX = f"write e.g. {EXAMPLE_CRON!r} (minute hour day-of-month month day-of-week)"
 
 
 @dataclass(frozen=True)
@@ -67,8 +69,9 @@ def cron_problem(cron: str, timezone: str | None) -> str | None:
         try:
             CronTrigger(**{key: value}, timezone="UTC")
         except ValueError as exc:
-            return f"cron {cron!r}: its {name} field {value!r} is invalid: {exc}"
-    return f"cron {cron!r} is invalid: {found}"
+            why = re.sub(r"^Error validating expression '[^']*': ", "", str(exc))
+            return f"cron {cron!r}: its {name} field {value!r} is invalid ({why}); {_FIX}"
+    return f"cron {cron!r} is invalid ({found}); {_FIX}"
 
 
 @cache
@@ -122,9 +125,12 @@ def decide(
     return ScheduleDecision(due, wait, skipped)
 
 
+def describe_time(epoch: float, cron: str, timezone: str | None) -> str:
+    """A scheduled time in the schedule's zone: `2026-11-27 03:00 UTC`."""
+    local = dt.datetime.fromtimestamp(epoch, _trigger(cron, timezone).timezone)
+    return f"{local:%Y-%m-%d %H:%M} {local.tzname() or timezone or ''}".rstrip()
+
+
 def describe(epoch: float, cron: str, timezone: str | None) -> str:
-    """`scheduled run at 03:00 (cron 0 3 * * *)`: what a thread is told fired it."""
-    zone = _trigger(cron, timezone).timezone
-    local = dt.datetime.fromtimestamp(epoch, zone)
-    tz = f" {timezone}" if timezone else ""
-    return f"scheduled run at {local:%Y-%m-%d %H:%M}{tz} (cron {cron}{tz})"
+    """`scheduled run at 2026-11-27 03:00 UTC (cron 0 3 * * *)`: what a thread is told."""
+    return f"scheduled run at {describe_time(epoch, cron, timezone)} (cron {cron})"
