@@ -55,10 +55,11 @@ from state.processes import (
 from state.runs import pending_runs, unfinished_exit_threads
 from state.settings import Settings
 from supervise.errors import LaunchError, StateError, SuperviseError
-from supervisor import restarts, resources, wakes
+from supervisor import resources, restarts, wakes
 from supervisor.coalesce import next_gap, read_delay
 from supervisor.daemonlock import DaemonLock
 from supervisor.ending import NOT_STARTED
+from supervisor.hookspec import OnResource
 from supervisor.inotify import (
     IN_CLOSE_WRITE,
     IN_CREATE,
@@ -74,12 +75,11 @@ from supervisor.inotify import (
     Inotify,
 )
 from supervisor.launch import launched, start_run
+from supervisor.limits import exhausted
 from supervisor.redaction import RedactingFilter, make_redact
+from supervisor.sampler import Sampler
 from supervisor.threadhost import ThreadHost
 from supervisor.tracker import RUN_DIR_GONE, StepResult, Tracker, lose_unknown
-from supervisor.hookspec import OnResource
-from supervisor.limits import exhausted
-from supervisor.sampler import Sampler
 from supervisor.wakes import (
     CHANGE,
     LIVENESS,
@@ -589,6 +589,19 @@ class Daemon:
         if res.ended:
             self._forget(pid)
             return
+        self._arm_hooks(pid, res)
+        if res.recheck_at is not None:
+            self._arm(pid, LIVENESS, res.recheck_at, "recheck")
+        if res.watch_pid is not None and pid not in self.watch_scopes:
+            self._watch_pid(pid, res.watch_pid)
+        if res.launched and pid in self.watch_scopes:
+            # Its end now comes by pidfd, its output by the one-shot watch: a watch on the
+            # run dir would only tax every write of the child.
+            self._unwatch_dir(pid)
+
+    def _arm_hooks(self, pid: int, res: StepResult) -> None:
+        """The timers of on_timeout, on_silence and on_schedule hooks; the sampler for
+        on_resource ones."""
         for hook, delay in res.timeouts:
             self._arm_timeout(pid, hook, delay)
         for hook, delay in res.silences:
@@ -598,14 +611,6 @@ class Daemon:
         tracker = self.trackers.get(pid)
         if tracker is not None and tracker.resource_hooks:
             self.sample_wake.set()
-        if res.recheck_at is not None:
-            self._arm(pid, LIVENESS, res.recheck_at, "recheck")
-        if res.watch_pid is not None and pid not in self.watch_scopes:
-            self._watch_pid(pid, res.watch_pid)
-        if res.launched and pid in self.watch_scopes:
-            # Its end now comes by pidfd, its output by the one-shot watch: a watch on the
-            # run dir would only tax every write of the child.
-            self._unwatch_dir(pid)
 
     def _forget(self, pid: int) -> None:
         self._drop_tracker(pid)
@@ -666,9 +671,10 @@ class Daemon:
                     before = self.stretches.get(key) or resources.initial(counter != Counter())
                     step = resources.step(hook.trigger, before, usage, mono, wall)
                     self.stretches[key] = step.stretch
-                    if step.fire and step.stretch.over_since_wall is not None:
+                    since = step.stretch.over_since_wall
+                    if step.fire and since is not None:
                         said = resources.describe(hook.trigger, usage)
-                        self.enqueue(pid, ResourceDue(hook.name, step.stretch.over_since_wall, said))
+                        self.enqueue(pid, ResourceDue(hook.name, since, said))
             await anyio.sleep(resources.interval(hooks))
 
     def _arm(self, pid: int, reason: Wake, when: float, name: Timer) -> None:

@@ -527,8 +527,8 @@ def _check_on_schedule(body: Any, path: KeyPath, r: _Report) -> OnSchedule | Non
     from supervisor.schedule import EXAMPLE_CRON, cron_problem
 
     if not isinstance(body, Mapping):
-        cron = body if isinstance(body, str) else EXAMPLE_CRON
-        r.bad(path, "must be a mapping", body, f"write on_schedule: {{cron: {json.dumps(cron)}}}")
+        given = body if isinstance(body, str) else EXAMPLE_CRON
+        r.bad(path, "must be a mapping", body, f"write on_schedule: {{cron: {json.dumps(given)}}}")
         return None
     r.unknown_keys(body, path, ("cron", "timezone"))
     cron, zone = body.get("cron"), body.get("timezone")

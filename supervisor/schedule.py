@@ -82,7 +82,7 @@ def _trigger(cron: str, timezone: str | None) -> CronTrigger:
 
 
 def _at(epoch: float) -> dt.datetime:
-    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc)
+    return dt.datetime.fromtimestamp(epoch, dt.UTC)
 
 
 def next_time(cron: str, timezone: str | None, after: float) -> float | None:

@@ -29,7 +29,9 @@ class SilenceAt:
         return f"silence@{self.written}"
 
 
-def last_output(start: clocks.Instant, size: int, mtime: float, now: clocks.Instant) -> clocks.Instant:
+def last_output(
+    start: clocks.Instant, size: int, mtime: float, now: clocks.Instant
+) -> clocks.Instant:
     """When the process last printed, as a daemon starting now can know it: its start if it
     printed nothing, else the file's last write (at most now: an mtime from a stepped clock)."""
     if size == 0:

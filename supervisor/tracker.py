@@ -34,12 +34,12 @@ from supervisor.hookspec import (
     OnSchedule,
     OnSilence,
 )
-from supervisor.limits import exhausted
-from supervisor.resources import ResourceAt
 from supervisor.identity import boot_id, is_same, start_time
+from supervisor.limits import exhausted
 from supervisor.logcap import DEFAULT_MAX_LOG_BYTES, cap_due, plan_punch, punch
 from supervisor.matching import Matcher
 from supervisor.redaction import make_redact, redact_text
+from supervisor.resources import ResourceAt
 from supervisor.restarts import CrashLoop, Decision
 from supervisor.rundir import ExitRecord, RunDir
 from supervisor.runspec import RunSpec
