@@ -24,7 +24,7 @@ class FireFacts:
 
     command: str
     pid: int | None
-    trigger: str  # on_exit | on_output_match | on_timeout | on_crash_loop
+    trigger: str  # on_exit, on_output_match, on_timeout, on_crash_loop, on_silence, ...
     hook_name: str
     instructions: str
     runtime_s: float

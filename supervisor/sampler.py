@@ -45,11 +45,12 @@ class Sampler:
     """Keeps each member's `Process` and last CPU time, so a sample's CPU figure is the
     share since the previous sample."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, children_lists: bool = True) -> None:
+        """`children_lists` False: find trees by the parents pass from the start."""
         self._procs: dict[int, psutil.Process] = {}
         self._cpu: dict[tuple[int, float], float] = {}  # (pid, create time) -> CPU seconds
         self._at: float | None = None  # monotonic time of the last sample
-        self._ppid_pass = False  # the kernel has no children lists: use the parents pass
+        self._ppid_pass = not children_lists  # (the kernel has none: found at the first)
 
     def _tree(self, root: int, parents: dict[int, list[int]] | None) -> list[int]:
         members, todo = [], [root]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import calendar
 import json
+import os
 import signal
 import sys
 import time
@@ -347,3 +348,37 @@ def test_silence_starts_at_the_last_write_as_a_new_daemon_knows_it() -> None:
     assert (at.wall, at.boot) == (1090.0, 140.0)
     assert silence.last_output(start, 10, 500.0, now) == start  # an mtime from before a step
     assert silence.check(5.0, at, now).fire and not silence.check(30.0, at, now).fire
+
+
+def test_the_sampler_measures_a_whole_tree_and_its_cpu() -> None:
+    import subprocess
+
+    from supervisor.sampler import Sampler
+
+    # A shell whose children are a busy loop and a sleeper holding 80 MB.
+    busy = f"{sys.executable} -c 'while True: pass'"
+    fat = f"{sys.executable} -c 'import time; b = bytes(80 << 20) + b\"x\"; time.sleep(60)'"
+    tree = subprocess.Popen(["sh", "-c", f"{busy} & {fat} & wait"], start_new_session=True)
+    quiet = subprocess.Popen(["sleep", "60"])
+    try:
+        sampler = Sampler()
+        roots = {1: tree.pid, 2: quiet.pid}
+        first = wait_until(
+            lambda: (u := sampler.sample(roots))[1].rss_bytes > 80 << 20 and u,
+            what="the tree's 80 MB",
+        )
+        assert first[1].processes == 3 and first[2].processes == 1
+        # A kernel without children lists: one pass over every process's parent finds it too.
+        assert Sampler(children_lists=False).sample(roots)[1].processes == 3
+        time.sleep(0.5)
+        later = sampler.sample(roots)
+        cpu, idle = later[1].cpu_percent, later[2].cpu_percent
+        assert cpu is not None and cpu > 20  # one busy loop (on a loaded machine: a share)
+        assert idle is not None and idle < 5
+        quiet.kill()
+        quiet.wait()
+        assert 2 not in sampler.sample(roots)  # gone: no figure
+    finally:
+        os.killpg(tree.pid, signal.SIGKILL)
+        tree.wait()
+        quiet.kill()
