@@ -656,7 +656,12 @@ class Daemon:
                 await self.sample_wake.wait()
                 continue
             roots = {pid: t.pid for pid, t in watched.items() if t.pid is not None}
-            usages = await anyio.to_thread.run_sync(sampler.sample, roots)
+            try:
+                usages = await anyio.to_thread.run_sync(sampler.sample, roots)
+            except Exception as exc:  # our bug, or /proc unreadable: never the daemon's end
+                log.error("sampling resources failed; trying again", exc_info=exc)
+                await anyio.sleep(resources.MAX_INTERVAL_S)
+                continue
             mono, wall = time.monotonic(), self.clock()
             hooks: list[OnResource] = []
             for pid, tracker in watched.items():

@@ -150,6 +150,7 @@ class Tracker:
         self.written: int | None = None
         self.quiet_since: clocks.Instant | None = None
         self.silence_armed: set[str] = set()
+        self._boot_now: str | None = None
         self.silence_fired: dict[str, int] = {}
         self.schedule_fired: dict[str, float] = {}  # hook -> the last scheduled time fired
         self._verify_due = 0.0  # monotonic
@@ -589,8 +590,17 @@ class Tracker:
                 self.start, written, self.reader.mtime, self.instant()
             )
         elif written != self.written:
-            self.quiet_since = self.instant()
+            self.quiet_since = self._instant_now()
         self.written = written
+
+    def _instant_now(self) -> clocks.Instant:
+        """`instant()` without reading the boot id each time (it is read for every batch of
+        a busy writer's output, and the boot id cannot change under a running daemon)."""
+        if self._boot_now is None:
+            first = self.instant()
+            self._boot_now = first.boot_id
+            return first
+        return clocks.Instant(self.clock(), clocks.boot_clock(), self._boot_now)
 
     def _arm_silences(self, res: StepResult) -> None:
         """A timer for each on_silence hook without one, unless its stretch has fired."""
