@@ -199,17 +199,17 @@ def test_on_schedule_is_armed_again_for_a_restarted_run(
     env: Env, start_daemon: Callable[[], Daemon]
 ) -> None:
     hooks = _hooks(env, [NIGHTLY])
-    # 03:00 comes 9 s after the daemon starts: time for a run and its restart on a busy machine.
-    _fake_daemon(env, start_daemon, "2030-01-01 02:59:51")
+    # The restart well before 03:00 (a restart racing the cron time on a busy machine made
+    # the test flaky), then a daemon whose clock reaches 03:00 at once.
+    first = _fake_daemon(env, start_daemon, "2030-01-01 02:00:00")
     code = "import time; print('serving', flush=True); time.sleep(300)"
     pid = env.run_d(sys.executable, "-c", code, hooks=hooks, name="web")["id"]
     env.cli("restart", "web", check=True)  # a new run: its own schedule, from its start
-    second = wait_until(
-        lambda: [p["id"] for p in env.ps()["processes"] if p["state"] == "running"],
-        what="the second run",
-    )[0]
+    (second,) = [p.id for p in env.seen_processes() if p.state == "running"]
     assert second != pid
-    (fire,) = env.wait_fires(1, timeout=15, what="the 03:00 fire of the second run")
+    first.kill(signal.SIGKILL)
+    _fake_daemon(env, start_daemon, "2030-01-01 02:59:58")
+    (fire,) = env.wait_fires(1, what="the 03:00 fire of the second run")
     assert (fire["process_id"], _t(fire["at"])) == (second, _epoch("2030-01-01 03:00:00"))
 
 
