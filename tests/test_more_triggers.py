@@ -13,16 +13,17 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import Daemon, Env, wait_until
+from fakes_supervisor import FakeClock
 
 from supervisor import resources, schedule, silence
 from supervisor.clocks import Instant
-from supervisor.hookspec import OnResource
+from supervisor.hookspec import Hook, HookFile, OnResource, OnSchedule, OnSilence
 
 FAKETIME = next(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"), Path("/no/libfaketime.so.1"))
 
@@ -382,3 +383,80 @@ def test_the_sampler_measures_a_whole_tree_and_its_cpu() -> None:
         os.killpg(tree.pid, signal.SIGKILL)
         tree.wait()
         quiet.kill()
+
+
+# -- the tracker on fake clocks: a real state file and run dir, no daemon --------------------
+
+
+@pytest.fixture
+def tracked(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    from fakes_supervisor import Supervised
+
+    from state.db import open_state_store
+    from state.paths import StatePaths
+    from state.settings import store_settings
+
+    paths = StatePaths(tmp_path / "home").ensure()
+    store = open_state_store(paths.db, store_settings({}))
+    made: list[Supervised] = []
+
+    def make(hook: Hook, clock: FakeClock) -> Supervised:
+        made.append(Supervised(store, paths, HookFile(hooks=(hook,)), clock))
+        return made[-1]
+
+    yield make
+    for sup in made:
+        sup.close()
+    store.close()
+
+
+def test_the_tracker_measures_silence_on_the_boot_clock_once_per_stretch(
+    tracked: Callable[..., Any],
+) -> None:
+    clock = FakeClock()
+    sup = tracked(Hook("stuck", OnSilence(10.0), "x", 5), clock)
+
+    def say(data: bytes) -> None:
+        sup.write(data)
+        os.utime(sup.run.output, (clock.wall, clock.wall))  # written now, on the fake clock
+
+    say(b"hello\n")
+    t = sup.tracker()
+    assert [(h, round(s, 6)) for h, s in t.step(check_liveness=False).silences] == [("stuck", 10.0)]
+    clock.advance(6.0)
+    clock.wall -= 3600.0  # the wall clock steps back an hour: the boot clock says 6 s
+    early = t.step(check_liveness=False, silences_due=["stuck"])
+    assert [(h, round(s, 6)) for h, s in early.silences] == [("stuck", 4.0)] and not sup.fires()
+    clock.advance(4.0)
+    t.step(check_liveness=False, silences_due=["stuck"])
+    assert sup.fires() == [("stuck", f"{sup.id}:stuck:silence@6", "spawned")]
+    # A daemon started anew during the same silence (the wall clock set right again): the
+    # last output is the file's mtime, the stretch the same, and its fire a duplicate.
+    clock.wall += 3600.0
+    clock.advance(30.0)
+    again = sup.tracker()
+    again.step(check_liveness=False)
+    again.step(check_liveness=False, silences_due=["stuck"])
+    assert len(sup.fires()) == 1
+    say(b"more\n")  # new output: a new stretch, armed again
+    res = again.read_output()
+    assert [h for h, _ in res.silences] == ["stuck"]
+    clock.advance(10.0)
+    again.step(check_liveness=False, silences_due=["stuck"])
+    assert [k for _, k, _ in sup.fires()] == [f"{sup.id}:stuck:silence@{n}" for n in (6, 11)]
+
+
+def test_the_tracker_fires_each_scheduled_time_once(tracked: Callable[..., Any]) -> None:
+    clock = FakeClock(wall=_epoch("2030-01-01 02:59:00"))
+    sup = tracked(Hook("nightly", OnSchedule("0 3 * * *", "UTC"), "x", 100), clock)
+    t = sup.tracker()
+    assert [(h, round(s)) for h, s in t.step(check_liveness=False).schedules] == [("nightly", 60)]
+    clock.advance(60.0)
+    res = t.step(check_liveness=False, schedules_due=["nightly"])
+    three = int(_epoch("2030-01-01 03:00:00"))
+    assert sup.fires() == [("nightly", f"{sup.id}:nightly:cron@{three}", "spawned")]
+    assert [(h, round(s)) for h, s in res.schedules] == [("nightly", 86400)]
+    # A daemon SIGKILLed and started again 30 s later finds 03:00 due again: a duplicate.
+    clock.advance(30.0)
+    sup.tracker().step(check_liveness=False)
+    assert len(sup.fires()) == 1
