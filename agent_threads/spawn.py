@@ -24,7 +24,7 @@ class FireFacts:
 
     command: str
     pid: int | None
-    trigger: str  # on_exit | on_output_match | on_timeout | on_crash_loop
+    trigger: str  # on_exit, on_output_match, on_timeout, on_crash_loop, on_silence, ...
     hook_name: str
     instructions: str
     runtime_s: float
@@ -38,6 +38,8 @@ class FireFacts:
     timeout_s: float | None = None
     crash_loop: str | None = None  # on_crash_loop: "crash loop: 10 restarts within 10m"
     stopped_by_user: bool = False  # on_exit: a person ended it with `supervise stop`
+    # on_silence, on_schedule, on_resource: "printed nothing for 300 s", ...
+    what_fired: str | None = None
 
 
 def exit_meaning(exit_code: int | None, signal: str | None) -> str:
@@ -81,6 +83,8 @@ def _trigger_line(f: FireFacts, token: str) -> str:
     if f.trigger == "on_crash_loop":
         last = exit_meaning(f.exit_code, f.signal)
         return f"on_crash_loop ({f.crash_loop}; no more restarts; the last run: {last})"
+    if f.what_fired is not None:
+        return f"{visible(f.trigger)} ({visible(f.what_fired)})"
     return visible(f.trigger)
 
 

@@ -24,7 +24,16 @@ THREAD_STATUSES: tuple[ThreadStatus, ...] = get_args(ThreadStatus)
 TERMINAL: tuple[ThreadStatus, ...] = ("completed", "failed", "cancelled")
 # Settled: nothing will happen until a person acts (or never).
 SETTLED: tuple[ThreadStatus, ...] = (*TERMINAL, "waiting_approval")
-ThreadTrigger = Literal["on_exit", "on_output_match", "on_timeout", "on_crash_loop", "user"]
+ThreadTrigger = Literal[
+    "on_exit",
+    "on_output_match",
+    "on_timeout",
+    "on_crash_loop",
+    "on_silence",
+    "on_schedule",
+    "on_resource",
+    "user",
+]
 
 
 @dataclass(frozen=True)

@@ -55,10 +55,11 @@ from state.processes import (
 from state.runs import pending_runs, unfinished_exit_threads
 from state.settings import Settings
 from supervise.errors import LaunchError, StateError, SuperviseError
-from supervisor import restarts, wakes
+from supervisor import resources, restarts, wakes
 from supervisor.coalesce import next_gap, read_delay
 from supervisor.daemonlock import DaemonLock
 from supervisor.ending import NOT_STARTED
+from supervisor.hookspec import OnResource
 from supervisor.inotify import (
     IN_CLOSE_WRITE,
     IN_CREATE,
@@ -74,10 +75,22 @@ from supervisor.inotify import (
     Inotify,
 )
 from supervisor.launch import launched, start_run
+from supervisor.limits import exhausted
 from supervisor.redaction import RedactingFilter, make_redact
+from supervisor.sampler import Sampler
 from supervisor.threadhost import ThreadHost
 from supervisor.tracker import RUN_DIR_GONE, StepResult, Tracker, lose_unknown
-from supervisor.wakes import CHANGE, LIVENESS, OUTPUT, TimeoutDue, Timer, Wake
+from supervisor.wakes import (
+    CHANGE,
+    LIVENESS,
+    OUTPUT,
+    ResourceDue,
+    ScheduleDue,
+    SilenceDue,
+    TimeoutDue,
+    Timer,
+    Wake,
+)
 
 log = logging.getLogger("supervise.daemon")
 
@@ -149,6 +162,10 @@ class Daemon:
         # Pending runs waiting for the threads of the exit before them (restart.after_thread).
         self.waiting_runs: set[int] = set()
         self.rescan_runs = False  # the CLI wrote `wake`: a run may have been recorded
+        # on_resource: each (process, hook)'s stretch over its threshold, between samples;
+        # the sampler sleeps on `sample_wake` while no tracked process has such a hook.
+        self.stretches: dict[tuple[int, str], resources.Stretch] = {}
+        self.sample_wake = anyio.Event()
         self._tg: TaskGroup | None = None
 
     # -- queueing work ---------------------------------------------------------------------
@@ -170,6 +187,7 @@ class Daemon:
                 tg.start_soon(self._read_events)
                 tg.start_soon(self._watch_outputs)
                 tg.start_soon(self._work)
+                tg.start_soon(self._sample_resources)
                 # Settle what happened while the daemon was down before threads start: the
                 # catch-up's commits would compete with their runs (1,000 processes: +1 s).
                 if not self.pending:
@@ -480,7 +498,11 @@ class Daemon:
                 return None  # the CLI has not written spec.json yet; its write brings us back
             reasons = reasons | {LIVENESS}
         return tracker.step(
-            check_liveness=wakes.check_liveness(reasons), timeouts_due=wakes.timeouts_due(reasons)
+            check_liveness=wakes.check_liveness(reasons),
+            timeouts_due=wakes.timeouts_due(reasons),
+            silences_due=wakes.silences_due(reasons),
+            schedules_due=wakes.schedules_due(reasons),
+            resources_due=wakes.resources_due(reasons),
         )
 
     def _start_pending(self, row: ProcessRecord) -> ProcessRecord | StepResult | None:
@@ -567,8 +589,7 @@ class Daemon:
         if res.ended:
             self._forget(pid)
             return
-        for hook, delay in res.timeouts:
-            self._arm_timeout(pid, hook, delay)
+        self._arm_hooks(pid, res)
         if res.recheck_at is not None:
             self._arm(pid, LIVENESS, res.recheck_at, "recheck")
         if res.watch_pid is not None and pid not in self.watch_scopes:
@@ -577,6 +598,19 @@ class Daemon:
             # Its end now comes by pidfd, its output by the one-shot watch: a watch on the
             # run dir would only tax every write of the child.
             self._unwatch_dir(pid)
+
+    def _arm_hooks(self, pid: int, res: StepResult) -> None:
+        """The timers of on_timeout, on_silence and on_schedule hooks; the sampler for
+        on_resource ones."""
+        for hook, delay in res.timeouts:
+            self._arm_timeout(pid, hook, delay)
+        for hook, delay in res.silences:
+            self._arm_capped(pid, SilenceDue(hook), delay)
+        for hook, delay in res.schedules:
+            self._arm_capped(pid, ScheduleDue(hook), delay)
+        tracker = self.trackers.get(pid)
+        if tracker is not None and tracker.resource_hooks:
+            self.sample_wake.set()
 
     def _forget(self, pid: int) -> None:
         self._drop_tracker(pid)
@@ -589,6 +623,8 @@ class Daemon:
             scope.cancel()
         for key in [k for k in self.timers if k[0] == pid]:
             self.timers.pop(key).cancel()
+        for stretch in [k for k in self.stretches if k[0] == pid]:
+            del self.stretches[stretch]
 
     # -- timeouts --------------------------------------------------------------------------
 
@@ -598,6 +634,53 @@ class Daemon:
         suspend (the event loop's clock does not), and returns the rest to arm again."""
         due = TimeoutDue(hook)
         self._arm_after(pid, due, min(delay, MAX_TIMER_S), due)
+
+    def _arm_capped(self, pid: int, due: SilenceDue | ScheduleDue, delay: float) -> None:
+        """As `_arm_timeout`, for on_silence and on_schedule: at most MAX_TIMER_S at once,
+        so a wall-clock step (a schedule) or a suspend is noticed; the tracker decides."""
+        self._arm_after(pid, due, min(delay, MAX_TIMER_S), due)
+
+    # -- on_resource -----------------------------------------------------------------------
+
+    async def _sample_resources(self) -> None:
+        """One sampler for every process with on_resource hooks: sample their trees in a
+        worker thread, decide each hook's stretch here (pure), and wake the process whose
+        hook fires, so its step commits the fire."""
+        sampler = Sampler()
+        while True:
+            watched = {
+                pid: t for pid, t in self.trackers.items() if t.resource_hooks and t.pid is not None
+            }
+            if not watched:
+                self.sample_wake = anyio.Event()
+                await self.sample_wake.wait()
+                continue
+            roots = {pid: t.pid for pid, t in watched.items() if t.pid is not None}
+            try:
+                usages = await anyio.to_thread.run_sync(sampler.sample, roots)
+            except Exception as exc:  # our bug, or /proc unreadable: never the daemon's end
+                log.error("sampling resources failed; trying again", exc_info=exc)
+                await anyio.sleep(resources.MAX_INTERVAL_S)
+                continue
+            mono, wall = time.monotonic(), self.clock()
+            hooks: list[OnResource] = []
+            for pid, tracker in watched.items():
+                usage = usages.get(pid)
+                for hook in tracker.resource_hooks:
+                    assert isinstance(hook.trigger, OnResource)
+                    hooks.append(hook.trigger)
+                    counter = tracker.counters.get(hook.name, Counter())
+                    if usage is None or exhausted(counter, hook.max_spawns):
+                        continue
+                    key = (pid, hook.name)
+                    before = self.stretches.get(key) or resources.initial(counter != Counter())
+                    step = resources.step(hook.trigger, before, usage, mono, wall)
+                    self.stretches[key] = step.stretch
+                    since = step.stretch.over_since_wall
+                    if step.fire and since is not None:
+                        said = resources.describe(hook.trigger, usage)
+                        self.enqueue(pid, ResourceDue(hook.name, since, said))
+            await anyio.sleep(resources.interval(hooks))
 
     def _arm(self, pid: int, reason: Wake, when: float, name: Timer) -> None:
         """Enqueue `reason` for process `pid` at wall-clock time `when`."""

@@ -12,7 +12,7 @@ from typing import Literal
 
 from agent_threads.hooks.shellspec import ShellHook
 from supervise.errors import HookFileError
-from supervisor.hookspec import FileWarning, HookFile
+from supervisor.hookspec import FileWarning, Hook, HookFile, OnResource, OnSchedule, OnSilence
 
 Kind = Literal["hook file", "settings file", "plugin"]
 
@@ -50,6 +50,23 @@ def load_checked(path: str) -> Checked:
     hf = load_hook_file(p)
     shell = (*(hf.agent.hooks or ()), *(hf.agent.plugin_hooks or ()))
     return Checked(path, "hook file", shell, hf.warnings, hf)
+
+
+def hook_label(h: Hook, now: float | None = None) -> str:
+    """`name (kind)`; the newer triggers say what they wait for (a schedule: its next time)."""
+    t = h.trigger
+    if isinstance(t, OnSilence | OnResource):
+        return f"{h.name} ({h.kind}: {t.text()})"
+    if isinstance(t, OnSchedule):
+        import time
+
+        from supervisor.schedule import describe_time, next_time
+
+        after = time.time() if now is None else now
+        upcoming = next_time(t.cron, t.timezone, after)
+        when = "never" if upcoming is None else describe_time(upcoming, t.cron, t.timezone)
+        return f"{h.name} ({h.kind}: {t.text()}; next {when})"
+    return f"{h.name} ({h.kind})"
 
 
 def hook_line(h: ShellHook) -> str:
@@ -95,7 +112,7 @@ def cmd_hooks_check(args: argparse.Namespace) -> int:
             continue
         hf = c.hook_file
         if hf is not None:
-            names = ", ".join(f"{h.name} ({h.kind})" for h in hf.hooks) or "no hooks"
+            names = ", ".join(hook_label(h) for h in hf.hooks) or "no hooks"
             sandbox = (hf.agent.sandbox or SandboxPolicy()).text()
             if hf.agent.sandbox is None:
                 sandbox += " (default; the settings file or SUPERVISE_SANDBOX may set it)"

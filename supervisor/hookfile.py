@@ -38,6 +38,9 @@ from supervisor.hookspec import (
     OnCrashLoop,
     OnExit,
     OnOutputMatch,
+    OnResource,
+    OnSchedule,
+    OnSilence,
     OnTimeout,
     Rate,
     Trigger,
@@ -58,7 +61,15 @@ __all__ = [
     "parse_hook_text",
 ]
 _TOP_KEYS = ("purpose", "context", "hooks", "agent", "limits", "restart", "env_file")
-_TRIGGERS = ("on_exit", "on_output_match", "on_timeout", "on_crash_loop")
+_TRIGGERS = (
+    "on_exit",
+    "on_output_match",
+    "on_timeout",
+    "on_crash_loop",
+    "on_silence",
+    "on_schedule",
+    "on_resource",
+)
 _HOOK_KEYS = ("name", *_TRIGGERS, "instructions", "max_spawns")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -423,7 +434,10 @@ def _check_hook(item: Any, path: KeyPath, r: _Report) -> Hook | None:
     if len(r.found) > before or trigger is None or instructions is None:
         return None
     name = name or f"{trigger_kind(trigger)}-{int(path[-1]) + 1}"
-    return Hook(name, trigger, instructions, 1 if max_spawns is None else max_spawns)
+    if max_spawns is None:
+        # A schedule is its own bound: a nightly hook fires every night unless told less.
+        max_spawns = MAX_COUNT if isinstance(trigger, OnSchedule) else 1
+    return Hook(name, trigger, instructions, max_spawns)
 
 
 def _check_trigger(item: Mapping[str, Any], path: KeyPath, r: _Report) -> Trigger | None:
@@ -438,6 +452,9 @@ def _check_trigger(item: Mapping[str, Any], path: KeyPath, r: _Report) -> Trigge
         "on_exit": _check_on_exit,
         "on_output_match": _check_on_output_match,
         "on_crash_loop": _check_on_crash_loop,
+        "on_silence": _check_on_silence,
+        "on_schedule": _check_on_schedule,
+        "on_resource": _check_on_resource,
     }
     return check.get(kind, _check_on_timeout)(item[kind], (*path, kind), r)
 
@@ -516,3 +533,72 @@ def _check_on_crash_loop(body: Any, path: KeyPath, r: _Report) -> OnCrashLoop | 
         r.add((*path, key), f"{what}; write on_crash_loop: {{}}")
         return None
     return OnCrashLoop()
+
+
+def _check_on_silence(body: Any, path: KeyPath, r: _Report) -> OnSilence | None:
+    seconds: Any = body.get("seconds") if isinstance(body, Mapping) else body
+    if not isinstance(body, Mapping):
+        fix = f"write on_silence: {{seconds: {seconds if is_number(seconds) else 300}}}"
+        r.bad(path, "must be a mapping", body, fix)
+        return None
+    r.unknown_keys(body, path, ("seconds",))
+    if is_number(seconds) and 0 < seconds <= MAX_SECONDS:
+        return OnSilence(float(seconds))
+    what = f"must be a number of seconds above 0 and at most {MAX_SECONDS} (10 years)"
+    r.bad((*path, "seconds"), what, seconds, "write seconds: 300")
+    return None
+
+
+def _check_on_schedule(body: Any, path: KeyPath, r: _Report) -> OnSchedule | None:
+    from supervisor.schedule import EXAMPLE_CRON, cron_problem
+
+    if not isinstance(body, Mapping):
+        given = body if isinstance(body, str) else EXAMPLE_CRON
+        r.bad(path, "must be a mapping", body, f"write on_schedule: {{cron: {json.dumps(given)}}}")
+        return None
+    r.unknown_keys(body, path, ("cron", "timezone"))
+    cron, zone = body.get("cron"), body.get("timezone")
+    if not isinstance(cron, str) or not cron.strip():
+        fix = f"write cron: {json.dumps(EXAMPLE_CRON)} (minute hour day-of-month month weekday)"
+        r.bad((*path, "cron"), "must be a crontab expression", cron, fix)
+        return None
+    if zone is not None and (not isinstance(zone, str) or not zone.strip()):
+        r.bad((*path, "timezone"), "must be an IANA time zone name", zone, "write timezone: UTC")
+        return None
+    problem = cron_problem(cron, zone)
+    if problem is not None:
+        key = "timezone" if problem.startswith("timezone") else "cron"
+        r.add((*path, key), f"{where((*path, key))}: {problem}")
+        return None
+    return OnSchedule(cron.strip(), zone)
+
+
+def _check_on_resource(body: Any, path: KeyPath, r: _Report) -> OnResource | None:
+    example = "write on_resource: {rss_mb: 500, for_seconds: 30}"
+    if not isinstance(body, Mapping):
+        r.bad(path, "must be a mapping", body, example)
+        return None
+    r.unknown_keys(body, path, ("rss_mb", "cpu_percent", "for_seconds"))
+    ok = True
+    values: dict[str, float | None] = {}
+    for key, eg in (("rss_mb", 500), ("cpu_percent", 90)):
+        value = body.get(key)
+        if value is None:
+            values[key] = None
+        elif is_number(value) and 0 < value <= MAX_COUNT:
+            values[key] = float(value)
+        else:
+            what = f"must be a number above 0 and at most {MAX_COUNT}"
+            r.bad((*path, key), what, value, f"write {key}: {eg}")
+            ok = False
+    if ok and values["rss_mb"] is None and values["cpu_percent"] is None:
+        r.add(path, f"{where(path)} has no threshold; give rss_mb, cpu_percent or both")
+        ok = False
+    seconds = body.get("for_seconds", 0)
+    if not (is_number(seconds) and 0 <= seconds <= MAX_SECONDS):
+        what = f"must be a number of seconds from 0 to {MAX_SECONDS} (10 years)"
+        r.bad((*path, "for_seconds"), what, seconds, "write for_seconds: 30")
+        ok = False
+    if not ok:
+        return None
+    return OnResource(values["rss_mb"], values["cpu_percent"], float(seconds))

@@ -15,7 +15,15 @@ from state.ratelimit import DEFAULT_RATE as DEFAULT_RATE  # re-exported: hook fi
 from state.ratelimit import Rate as Rate
 from supervisor.restarts import RestartSpec
 
-TriggerKind = Literal["on_exit", "on_output_match", "on_timeout", "on_crash_loop"]
+TriggerKind = Literal[
+    "on_exit",
+    "on_output_match",
+    "on_timeout",
+    "on_crash_loop",
+    "on_silence",
+    "on_schedule",
+    "on_resource",
+]
 
 
 @dataclass(frozen=True)
@@ -86,10 +94,57 @@ class OnCrashLoop:
     """Fires once when the restart policy gives up: too many restarts within its window."""
 
 
-Trigger = OnExit | OnOutputMatch | OnTimeout | OnCrashLoop
+@dataclass(frozen=True)
+class OnSilence:
+    """Fires when the process printed nothing for `seconds` (since its start or its last
+    output); once per silent stretch: new output arms it again (bounded by max_spawns)."""
+
+    seconds: float
+
+    def text(self) -> str:
+        return f"nothing printed for {self.seconds:g}s"
+
+
+@dataclass(frozen=True)
+class OnSchedule:
+    """Fires at each time of a crontab expression while the process runs (its `timezone`,
+    an IANA name; None: the daemon's local time)."""
+
+    cron: str
+    timezone: str | None = None
+
+    def text(self) -> str:
+        return f"cron {self.cron}" + (f" {self.timezone}" if self.timezone else "")
+
+
+@dataclass(frozen=True)
+class OnResource:
+    """Fires when the process's tree stays over a threshold (RSS in MB, or CPU in percent of
+    one core; either that is given) for `for_seconds`; once per stretch over it."""
+
+    rss_mb: float | None = None
+    cpu_percent: float | None = None
+    for_seconds: float = 0.0
+
+    def text(self) -> str:
+        over = []
+        if self.rss_mb is not None:
+            over.append(f"RSS over {self.rss_mb:g} MB")
+        if self.cpu_percent is not None:
+            over.append(f"CPU over {self.cpu_percent:g}%")
+        return f"{' or '.join(over)} for {self.for_seconds:g}s"
+
+
+Trigger = OnExit | OnOutputMatch | OnTimeout | OnCrashLoop | OnSilence | OnSchedule | OnResource
 
 
 def trigger_kind(trigger: Trigger) -> TriggerKind:
+    if isinstance(trigger, OnSilence):
+        return "on_silence"
+    if isinstance(trigger, OnSchedule):
+        return "on_schedule"
+    if isinstance(trigger, OnResource):
+        return "on_resource"
     if isinstance(trigger, OnExit):
         return "on_exit"
     if isinstance(trigger, OnOutputMatch):
@@ -123,6 +178,8 @@ class Hook:
             body = {"pattern": self.trigger.pattern}
         elif isinstance(self.trigger, OnCrashLoop):
             body = {}
+        elif isinstance(self.trigger, OnSilence | OnSchedule | OnResource):
+            body = _more_trigger_json(self.trigger)
         else:
             body = {"seconds": self.trigger.seconds}
         return {
@@ -145,9 +202,43 @@ class Hook:
             trigger = OnOutputMatch(str(data["on_output_match"]["pattern"]))
         elif "on_crash_loop" in data:
             trigger = OnCrashLoop()
+        elif (more := _more_trigger_from_json(data)) is not None:
+            trigger = more
         else:
             trigger = OnTimeout(float(data["on_timeout"]["seconds"]))
         return cls(str(data["name"]), trigger, str(data["instructions"]), int(data["max_spawns"]))
+
+
+def _more_trigger_json(trigger: OnSilence | OnSchedule | OnResource) -> dict[str, Any]:
+    if isinstance(trigger, OnSilence):
+        return {"seconds": trigger.seconds}
+    if isinstance(trigger, OnSchedule):
+        return {"cron": trigger.cron, "timezone": trigger.timezone}
+    return {
+        "rss_mb": trigger.rss_mb,
+        "cpu_percent": trigger.cpu_percent,
+        "for_seconds": trigger.for_seconds,
+    }
+
+
+def _more_trigger_from_json(data: dict[str, Any]) -> Trigger | None:
+    def number(value: Any) -> float | None:
+        return None if value is None else float(value)
+
+    if "on_silence" in data:
+        return OnSilence(float(data["on_silence"]["seconds"]))
+    if "on_schedule" in data:
+        body = data["on_schedule"]
+        zone = body.get("timezone")
+        return OnSchedule(str(body["cron"]), None if zone is None else str(zone))
+    if "on_resource" in data:
+        body = data["on_resource"]
+        return OnResource(
+            number(body.get("rss_mb")),
+            number(body.get("cpu_percent")),
+            float(body.get("for_seconds", 0.0)),
+        )
+    return None
 
 
 @dataclass(frozen=True)

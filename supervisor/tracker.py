@@ -27,21 +27,32 @@ from state.processes import (
     mark_running,
 )
 from supervise.errors import SuperviseError
-from supervisor import clocks, ending, triggers
+from supervisor import clocks, ending, schedule, silence, triggers
 from supervisor.ending import RUN_DIR_GONE as RUN_DIR_GONE  # re-exported: the daemon's
 from supervisor.ending import STARTING_GRACE_S as STARTING_GRACE_S
 from supervisor.ending import End, LostReason
 from supervisor.firing import FireEvent, Outcome, RestartStep, commit_end, commit_fires
-from supervisor.hookspec import Hook, Limits, OnExit, OnOutputMatch
+from supervisor.hookspec import (
+    Hook,
+    Limits,
+    OnExit,
+    OnOutputMatch,
+    OnResource,
+    OnSchedule,
+    OnSilence,
+)
 from supervisor.identity import boot_id, is_same, start_time
+from supervisor.limits import exhausted
 from supervisor.logcap import DEFAULT_MAX_LOG_BYTES, cap_due, plan_punch, punch
 from supervisor.matching import Matcher
 from supervisor.redaction import make_redact, redact_text
+from supervisor.resources import ResourceAt
 from supervisor.restarts import CrashLoop, Decision
 from supervisor.rundir import ExitRecord, RunDir
 from supervisor.runspec import RunSpec
 from supervisor.tailing import Lines, LogReader, TailPos, tail_lines
 from supervisor.triggers import LogOffset, NewLogOffset
+from supervisor.wakes import ResourceDue
 
 log = logging.getLogger("supervise.daemon")
 
@@ -61,6 +72,9 @@ class StepResult:
     # (hook, seconds from now): armed on the monotonic clock, so a wall-clock step cannot
     # move them; the boot clock decides when they are due.
     timeouts: list[tuple[str, float]] = field(default_factory=list)
+    # on_silence and on_schedule timers to arm: (hook, seconds from now), monotonic.
+    silences: list[tuple[str, float]] = field(default_factory=list)
+    schedules: list[tuple[str, float]] = field(default_factory=list)
     recheck_at: float | None = None  # look again then, even if nothing happens
     outcomes: list[Outcome] = field(default_factory=list)
     decision: Decision | None = None  # at its end: what the restart policy decided
@@ -135,6 +149,18 @@ class Tracker:
         self.counters = load_counters(store, self.id) if counters is None else counters
         self._budget_cache: list[int] | None = None
         self.timeouts_armed = False
+        self.schedules_armed = False
+        self.silence_hooks = [h for h in self.hooks.hooks if isinstance(h.trigger, OnSilence)]
+        self.schedule_hooks = [h for h in self.hooks.hooks if isinstance(h.trigger, OnSchedule)]
+        self.resource_hooks = [h for h in self.hooks.hooks if isinstance(h.trigger, OnResource)]
+        # on_silence: the bytes written when the last output was seen, and when (None: not
+        # read yet); the hooks with a timer running; the stretch each hook last fired for.
+        self.written: int | None = None
+        self.quiet_since: clocks.Instant | None = None
+        self.silence_armed: set[str] = set()
+        self._boot_now: str | None = None
+        self.silence_fired: dict[str, int] = {}
+        self.schedule_fired: dict[str, float] = {}  # hook -> the last scheduled time fired
         self._verify_due = 0.0  # monotonic
         self.exited_at: float | None = None  # the shim's record of the end, once read
 
@@ -202,8 +228,16 @@ class Tracker:
 
     # -- the step --------------------------------------------------------------------------
 
-    def step(self, *, check_liveness: bool, timeouts_due: list[str] | None = None) -> StepResult:
-        """Scan new output, fire the timeouts woken, and settle the process if it ended."""
+    def step(
+        self,
+        *,
+        check_liveness: bool,
+        timeouts_due: list[str] | None = None,
+        silences_due: list[str] | None = None,
+        schedules_due: list[str] | None = None,
+        resources_due: list[ResourceDue] | None = None,
+    ) -> StepResult:
+        """Scan new output, fire the timers woken, and settle the process if it ended."""
         res = StepResult()
         run_dir = self.run.path.is_dir()
         if run_dir and self._learn_pids():
@@ -216,6 +250,12 @@ class Tracker:
             return res
         if timeouts_due:
             self._fire_timeouts(timeouts_due, res)
+        if resources_due:
+            self._fire_resources(resources_due, res)
+        if silences_due:
+            self._fire_silences(silences_due, res)
+        if schedules_due:
+            self._fire_schedules(schedules_due, res)
         if check_liveness and not self._alive():
             record = self._read_exit()  # the shim may have written it just now
             self._scan(final=True, res=res)
@@ -232,6 +272,12 @@ class Tracker:
         if not self.timeouts_armed:
             res.timeouts = self._pending_timeouts()
             self.timeouts_armed = True
+        if not self.schedules_armed:
+            # A fresh tracker (a new run, or a daemon started anew): a time missed meanwhile
+            # fires now if recent (schedule.py), and each hook gets its timer.
+            self.schedules_armed = True
+            self._fire_schedules([h.name for h in self.schedule_hooks], res)
+        self._arm_silences(res)
         return res
 
     def lose(self, reason: LostReason) -> StepResult:
@@ -290,6 +336,7 @@ class Tracker:
         if verify:
             self._verify_due = now + VERIFY_EVERY_S
         self._scan(final=False, res=res, verify=verify)
+        self._arm_silences(res)
         return res
 
     def close(self) -> None:
@@ -326,6 +373,8 @@ class Tracker:
             verify = False  # the rest of this read is the same file
         if (self.reader.moved or self.new_reader is not None) and self.run.path.is_dir():
             self._scan_new(final=final, res=res)
+        if self.silence_hooks:
+            self._note_output()
         self._cap_log(res)
 
     def _scan_new(self, *, final: bool, res: StepResult) -> None:
@@ -387,6 +436,7 @@ class Tracker:
             timeout_s=fire.timeout_s,
             crash_loop=fire.crash_loop,
             stopped_by_user=fire.stopped_by_user,
+            what_fired=fire.what_fired,
         )
         return FireEvent(
             fire.hook, fire.key, fire.at, fire.detail, facts, fire.exit_code, fire.refuse
@@ -550,6 +600,117 @@ class Tracker:
         res.timeouts += [(a.hook, a.seconds) for a in decision.rearm]
         if decision.fires:
             self._commit([self._event(f) for f in decision.fires], res)
+
+    # -- on_silence, on_schedule, on_resource --------------------------------------------
+
+    def _note_output(self) -> None:
+        """After a scan: has the child written since the last one? (The sizes are the
+        reads' own fstat: no extra system call.)"""
+        written = self.archived + self.reader.size
+        if self.new_reader is not None:
+            written += self.new_reader.size
+        if self.written is None:
+            # A daemon starting anew: the last write is the file's mtime.
+            self.quiet_since = silence.last_output(
+                self.start, written, self.reader.mtime, self.instant()
+            )
+        elif written != self.written:
+            self.quiet_since = self._instant_now()
+        self.written = written
+
+    def _instant_now(self) -> clocks.Instant:
+        """`instant()` without reading the boot id each time (it is read for every batch of
+        a busy writer's output, and the boot id cannot change under a running daemon)."""
+        if self._boot_now is None:
+            first = self.instant()
+            self._boot_now = first.boot_id
+            return first
+        return clocks.Instant(self.clock(), clocks.boot_clock(), self._boot_now)
+
+    def _arm_silences(self, res: StepResult) -> None:
+        """A timer for each on_silence hook without one, unless its stretch has fired."""
+        if self.quiet_since is None or self.written is None:
+            return
+        for hook in self.silence_hooks:
+            if hook.name in self.silence_armed or self.silence_fired.get(hook.name) == self.written:
+                continue
+            if exhausted(self.counters.get(hook.name, Counter()), hook.max_spawns):
+                continue
+            assert isinstance(hook.trigger, OnSilence)
+            left = silence.check(hook.trigger.seconds, self.quiet_since, self.instant()).wait
+            self.silence_armed.add(hook.name)
+            res.silences.append((hook.name, left))
+
+    def _fire_silences(self, names: list[str], res: StepResult) -> None:
+        if self.quiet_since is None or self.written is None:
+            return
+        fires = []
+        for hook in self.silence_hooks:
+            if hook.name not in names:
+                continue
+            self.silence_armed.discard(hook.name)
+            if self.silence_fired.get(hook.name) == self.written:
+                continue
+            assert isinstance(hook.trigger, OnSilence)
+            now = self.instant()
+            due = silence.check(hook.trigger.seconds, self.quiet_since, now)
+            if not due.fire:  # output came since the timer was set: the rest of the wait
+                self.silence_armed.add(hook.name)
+                res.silences.append((hook.name, due.wait))
+                continue
+            # Told at the moment the silence reached its length, not when we got to it.
+            at = min(self.clock(), self.quiet_since.wall + hook.trigger.seconds)
+            said = f"printed nothing for {hook.trigger.seconds:g} s"
+            key = triggers.FireKey(self.id, hook.name, silence.SilenceAt(self.written))
+            fires.append(triggers.Fire(hook, key, at, said, what_fired=said))
+            self.silence_fired[hook.name] = self.written
+        if fires:
+            self._commit([self._event(f) for f in fires], res)
+
+    def _fire_schedules(self, names: list[str], res: StepResult) -> None:
+        fires = []
+        for hook in self.schedule_hooks:
+            t = hook.trigger
+            if hook.name not in names or not isinstance(t, OnSchedule):
+                continue
+            counter = self.counters.get(hook.name, Counter())
+            d = schedule.decide(
+                t.cron,
+                t.timezone,
+                since=self.started_at,
+                fired=self.schedule_fired.get(hook.name),
+                now=self.clock(),
+            )
+            if d.skipped:
+                log.info(
+                    "process %d: hook %s: %d earlier scheduled time(s) missed; only the latest "
+                    "fires",
+                    self.id,
+                    hook.name,
+                    d.skipped,
+                )
+            if d.due is not None:
+                said = schedule.describe(d.due, t.cron, t.timezone)
+                key = triggers.FireKey(self.id, hook.name, schedule.ScheduledAt(int(d.due)))
+                fires.append(triggers.Fire(hook, key, d.due, said, what_fired=said))
+                self.schedule_fired[hook.name] = d.due
+                counter = Counter(counter.fires + 1, counter.refused)
+            if d.wait is not None and not exhausted(counter, hook.max_spawns):
+                res.schedules.append((hook.name, d.wait))
+        if fires:
+            self._commit([self._event(f) for f in fires], res)
+
+    def _fire_resources(self, dues: list[ResourceDue], res: StepResult) -> None:
+        by_name = {h.name: h for h in self.hooks.hooks}
+        fires = []
+        for due in dues:
+            hook = by_name.get(due.hook)
+            if hook is None:
+                continue
+            key = triggers.FireKey(self.id, hook.name, ResourceAt(int(due.since * 1000)))
+            fires.append(triggers.Fire(hook, key, self.clock(), due.detail, what_fired=due.detail))
+        if fires:
+            self._commit([self._event(f) for f in fires], res)
 
 
 def lose_unknown(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, Protocol
 
 from state.counters import Counter
 from supervisor import clocks
@@ -57,7 +57,14 @@ class NewLogOffset:
         return replace(self, offset=self.offset + n)
 
 
-FireKind = Literal["exit", "timeout", "crash-loop"] | LogOffset | NewLogOffset
+class _KeyPart(Protocol):
+    """A trigger's own part of a key (silence.SilenceAt, schedule.ScheduledAt, ...)."""
+
+    @property
+    def text(self) -> str: ...
+
+
+FireKind = Literal["exit", "timeout", "crash-loop"] | LogOffset | NewLogOffset | _KeyPart
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,8 @@ class Fire:
     tail_end: int | None = None  # the output tail ends here (a match: after its line)
     crash_loop: str | None = None  # an on_crash_loop fire: how many restarts, how fast
     stopped_by_user: bool = False  # an on_exit fire: a person's `supervise stop` ended it
+    # on_silence, on_schedule, on_resource: what fired, as the thread is told it
+    what_fired: str | None = None
 
 
 @dataclass(frozen=True)

@@ -33,12 +33,36 @@ class TimeoutDue:
     hook: str
 
 
-Wake = Change | Liveness | OutputReady | TimeoutDue
+@dataclass(frozen=True)
+class SilenceDue:
+    """on_silence hook `hook`'s timer rang (maybe early: output may have come since)."""
+
+    hook: str
+
+
+@dataclass(frozen=True)
+class ScheduleDue:
+    """on_schedule hook `hook`'s timer rang (maybe early: the tracker decides on the clock)."""
+
+    hook: str
+
+
+@dataclass(frozen=True)
+class ResourceDue:
+    """on_resource hook `hook`'s condition held for its for_seconds (the sampler decided): the
+    stretch that began at wall time `since`, told as `detail`."""
+
+    hook: str
+    since: float
+    detail: str
+
+
+Wake = Change | Liveness | OutputReady | TimeoutDue | SilenceDue | ScheduleDue | ResourceDue
 
 # A process's timers, one per purpose: a retry after a failed step, a recheck of a row never
 # launched, the start of a pending restart, and one per timeout hook (named by the wake it
 # brings, so never by a string).
-Timer = Literal["retry", "recheck", "start"] | TimeoutDue
+Timer = Literal["retry", "recheck", "start"] | TimeoutDue | SilenceDue | ScheduleDue
 
 CHANGE = Change()
 LIVENESS = Liveness()
@@ -57,3 +81,15 @@ def check_liveness(reasons: Collection[Wake]) -> bool:
 def timeouts_due(reasons: Collection[Wake]) -> list[str]:
     """The timeout hooks whose timers rang, by name, in a stable order."""
     return sorted(r.hook for r in reasons if isinstance(r, TimeoutDue))
+
+
+def silences_due(reasons: Collection[Wake]) -> list[str]:
+    return sorted(r.hook for r in reasons if isinstance(r, SilenceDue))
+
+
+def schedules_due(reasons: Collection[Wake]) -> list[str]:
+    return sorted(r.hook for r in reasons if isinstance(r, ScheduleDue))
+
+
+def resources_due(reasons: Collection[Wake]) -> list[ResourceDue]:
+    return sorted((r for r in reasons if isinstance(r, ResourceDue)), key=lambda r: r.hook)

@@ -239,7 +239,8 @@ BAD = [
     (
         HOOK + "    on_exits: {exit_codes: [1]}\n    on_exit:\n    instructions: x\n",
         "h.yaml:3: unknown key 'on_exits' in hooks[0]; did you mean 'on_exit'? (known: name, "
-        "on_exit, on_output_match, on_timeout, on_crash_loop, instructions, max_spawns)",
+        "on_exit, on_output_match, on_timeout, on_crash_loop, on_silence, on_schedule, "
+        "on_resource, instructions, max_spawns)",
     ),
     (
         HOOK + "    on_exit:\n    instructions: x\n    max_spawns: yes\n",
@@ -556,7 +557,8 @@ def test_schema_and_loader_know_the_same_keys() -> None:
     found = _schema_errors(bad, schema, schema, "$")
     assert found == [
         "$.hooks[0]: needs exactly one of "
-        "['on_exit', 'on_output_match', 'on_timeout', 'on_crash_loop']"
+        "['on_exit', 'on_output_match', 'on_timeout', 'on_crash_loop', "
+        "'on_silence', 'on_schedule', 'on_resource']"
     ]
     with pytest.raises(HookFileError):
         load_hook_mapping(bad, "inline")
