@@ -55,6 +55,7 @@ class ThreadRecord:
     ended_at: float | None
     parent_thread_id: int | None
     hooks: str | None
+    dedup_key: str | None = None  # a hook's `dedup:`: repeats of its failure join it
 
     @classmethod
     def from_row(cls, row: Row[tuple[object, ...]]) -> ThreadRecord:
@@ -78,6 +79,7 @@ class NewThread:
     permissions: str | None = None  # JSON
     hooks: str | None = None  # JSON
     parent_thread_id: int | None = None
+    dedup_key: str | None = None  # the fire's (a hook with `dedup:`)
 
 
 _RECENT = (
@@ -120,6 +122,7 @@ def create_thread(conn: Connection, new: NewThread, rate: Rate) -> ThreadRecord:
         "hooks": new.hooks,
         "parent_thread_id": new.parent_thread_id,
         "turns": 0,
+        "dedup_key": new.dedup_key,
     }
     row = conn.execute(_INSERT_THREAD, values).one()
     first = json.dumps({"text": new.first_message}, ensure_ascii=False)

@@ -24,10 +24,13 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from agent_threads.problems import MAX_SECONDS, KeyPath, Problems
 from supervisor.restarts import format_duration, parse_duration
+
+if TYPE_CHECKING:  # a hook file's loader must not import SQLAlchemy (`hooks check`, `ps`)
+    from state.repeats import SeenThread
 
 DedupKey = Literal["signature", "hook", "process"]
 DEDUP_KEYS: tuple[DedupKey, ...] = get_args(DedupKey)
@@ -41,8 +44,7 @@ MAX_REPEAT_MESSAGES = 20
 # Matches of a dedup hook worth finding in one read of output: repeats no longer use up
 # max_spawns, so this bounds what one batch records.
 SCAN_BUDGET = 200
-REPEAT_TAIL_LINES = 10
-# The lookup key of `dedup: process`: any thread of the process, whatever its own key.
+# The lookup key of `dedup: process`: any thread of the process (state.repeats.ANY_THREAD).
 ANY_THREAD = ""
 
 
@@ -73,7 +75,7 @@ class DedupSpec:
             raise ValueError(f"dedup key {key!r} is not one of {', '.join(DEDUP_KEYS)}")
         window = data.get("window")
         return cls(
-            key,  # type: ignore[arg-type]  # checked above
+            key,
             float(data.get("cooldown", DEFAULT_COOLDOWN)),
             None if window is None else float(window),
         )
@@ -92,7 +94,7 @@ def check_dedup(value: Any, r: Problems, path: KeyPath) -> DedupSpec | None:
     keys = ", ".join(DEDUP_KEYS)
     if isinstance(value, str):
         if value in DEDUP_KEYS:
-            return DedupSpec(value)  # type: ignore[arg-type]  # checked
+            return DedupSpec(value)
         r.bad(path, f"must be true, one of {keys}, or a mapping", value, "write dedup: true")
         return None
     if not isinstance(value, Mapping):
@@ -211,17 +213,6 @@ def lookup_key(spec: DedupSpec, fire: Occurrence) -> str:
 
 
 # -- the decision ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SeenThread:
-    """The latest thread of the process with a fire's key, as the fire's transaction read it."""
-
-    thread_id: int
-    open: bool  # queued, running or waiting for approval
-    created_at: float
-    ended_at: float | None  # when it ended (None while open)
-    fires: int  # fires it holds so far: its own, and the repeats that joined it
 
 
 @dataclass(frozen=True)
