@@ -8,12 +8,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agent_threads.transcript import Body, Entry, decode
+from agent_threads.transcript import AssistantReply, Body, Entry, decode
 from state import entries as entry_store
 from state import threads as thread_store
 from state.db import Store
 from state.threads import ThreadRecord, ThreadStatus
-from supervise.errors import StateError
+from supervise.errors import MessagesArrived, StateError
 
 Redact = Callable[[str], str]
 
@@ -43,9 +43,25 @@ class Journal:
         self.thread_id = thread_id
         self.redact = redact
         self.clock = clock
+        # The loop has every entry up to `known`, and its own saves after it (`own`): an
+        # entry saved by another writer (a repeat of the failure: state/repeats.py) leaves
+        # a gap, and the loop is handed it before its next reply is saved.
+        self.known = 0
+        self.own: set[int] = set()
+        self.requeued = False  # the last `finish` queued it again for a new message
 
     def entries(self) -> list[Entry]:
-        return [decode(r) for r in entry_store.read_entries(self.store, self.thread_id)]
+        found = [decode(r) for r in entry_store.read_entries(self.store, self.thread_id)]
+        self.known, self.own = (found[-1].seq if found else 0), set()
+        return found
+
+    def _arrived(self) -> list[Entry]:
+        """The entries saved by others since `known`, now known."""
+        records = entry_store.read_entries(self.store, self.thread_id, self.known)
+        new = [decode(r) for r in records if r.seq not in self.own]
+        if records:
+            self.known, self.own = records[-1].seq, set()
+        return new
 
     def info(self) -> ThreadRecord:
         record = thread_store.get_thread(self.store, self.thread_id)
@@ -56,9 +72,21 @@ class Journal:
     def append(self, body: Body) -> Entry:
         """Save one entry (scrubbed); raises ThreadStopped if the thread is no longer running."""
         scrubbed: dict[str, Any] = _scrub(body.to_json(), self.redact)
-        record = entry_store.append_entry(
-            self.store, self.thread_id, body.kind, scrubbed, self.clock()
-        )
+        # A reply answers what the model saw: with a message saved since, it is dropped and
+        # the model asked again (MessagesArrived carries the new entries to the loop).
+        expect = self.known if isinstance(body, AssistantReply) and not self.own else None
+        if isinstance(body, AssistantReply) and self.own:
+            raise MessagesArrived(f"thread t{self.thread_id}: new messages", self._arrived())
+        try:
+            record = entry_store.append_entry(
+                self.store, self.thread_id, body.kind, scrubbed, self.clock(), expect_last=expect
+            )
+        except MessagesArrived as exc:
+            raise MessagesArrived(str(exc), self._arrived()) from None
+        if record.seq == self.known + 1 and not self.own:
+            self.known = record.seq
+        else:
+            self.own.add(record.seq)
         return decode(record)
 
     def record_model(self, name: str) -> None:
@@ -68,7 +96,15 @@ class Journal:
     def finish(
         self, status: ThreadStatus, *, error: str | None = None, waiting: str | None = None
     ) -> bool:
-        """Move a running thread to `status`; False if someone else already moved it."""
+        """Move a running thread to `status`; False if someone else already moved it. A
+        thread completed with a message it has not seen is queued again (`requeued`)."""
+        self.requeued = False
+        if status == "completed":
+            # With a gap, a message is known to have come: queue it again for it.
+            seen = self.known if not self.own else -1
+            got = thread_store.complete_unless_told(self.store, self.thread_id, seen, self.clock())
+            self.requeued = got == "queued"
+            return got is not None
         return thread_store.finish_thread(
             self.store,
             self.thread_id,

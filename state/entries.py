@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 from state import tables as t
 from state.db import Store
 from state.threads import TERMINAL, ThreadStatus, add_turn, lock_status, requeue
-from supervise.errors import ThreadStopped
+from supervise.errors import MessagesArrived, ThreadStopped
 
 # What each kind's data holds is documented in agent_threads/entries.py.
 EntryKind = Literal[
@@ -100,13 +100,22 @@ def insert_entry(conn: Connection, thread_id: int, kind: EntryKind, at: float, d
 
 
 def append_entry(
-    store: Store, thread_id: int, kind: EntryKind, data: dict[str, Any], at: float
+    store: Store,
+    thread_id: int,
+    kind: EntryKind,
+    data: dict[str, Any],
+    at: float,
+    *,
+    expect_last: int | None = None,
 ) -> EntryRecord:
     """Save one entry of a running thread (an `assistant` entry counts a turn).
+    `expect_last`: the seq of the last entry the caller knows; another one saved since
+    (a repeat's message) means this entry is not saved.
 
     Raises:
         ThreadStopped: the thread is no longer running (a person cancelled it); nothing
             was written.
+        MessagesArrived: entries were saved after `expect_last`; nothing was written.
     """
 
     def append(conn: Connection) -> int:
@@ -114,6 +123,10 @@ def append_entry(
         status = lock_status(conn, thread_id)
         if status != "running":
             raise ThreadStopped(f"thread t{thread_id} is {status}")
+        if expect_last is not None:
+            last = int(conn.execute(_LAST_SEQ, {"id": thread_id}).scalar_one())
+            if last != expect_last:
+                raise MessagesArrived(f"thread t{thread_id}: entries after {expect_last}")
         seq = insert_entry(conn, thread_id, kind, at, data)
         if kind == "assistant":
             add_turn(conn, thread_id)

@@ -282,6 +282,37 @@ def finish_thread(
         return conn.execute(_FINISH, {**values, "b_ended_at": ended}).rowcount > 0
 
 
+_LAST_SEQ = select(func.coalesce(func.max(t.entry.c.seq), 0)).where(
+    t.entry.c.thread_id == bindparam("id")
+)
+_TOLD_AGAIN = (
+    update(t.thread)
+    .where(t.thread.c.id == bindparam("b_id"))
+    .values(status="queued", error=None, waiting=None, ended_at=None, segment_started_at=None)
+)
+
+
+def complete_unless_told(store: Store, thread_id: int, seen: int, now: float) -> ThreadStatus | None:
+    """A running thread's loop finished, having seen its entries up to seq `seen`: it is
+    completed, or queued again when a message was saved since (a repeat of its failure,
+    state/repeats.py), so that it answers it. Returns the status it got; None if it was no
+    longer running (a person cancelled it)."""
+
+    def finish(conn: Connection) -> ThreadStatus | None:
+        # Locked first, then read: a repeat's transaction holds this lock while it saves its
+        # message (PostgreSQL reads the entries after the lock, as they were committed).
+        if lock_status(conn, thread_id) != "running":
+            return None
+        if int(conn.execute(_LAST_SEQ, {"id": thread_id}).scalar_one()) > seen:
+            conn.execute(_TOLD_AGAIN, {"b_id": thread_id})
+            return "queued"
+        values = {"b_id": thread_id, "b_status": "completed", "b_error": None}
+        conn.execute(_FINISH, {**values, "b_waiting": None, "b_ended_at": now})
+        return "completed"
+
+    return store.transact(finish)
+
+
 def fail_thread(store: Store, thread_id: int, error: str, now: float) -> bool:
     """A running thread failed outside its loop (our bug); False if it had moved on."""
     return finish_thread(store, thread_id, "failed", now, error=error)

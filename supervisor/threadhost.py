@@ -73,7 +73,8 @@ class ThreadHost:
         launched = self._launched(info.process_id)
         spec = launched.spec if launched else None
         hooks = spec.hooks if spec else HookFile()
-        agent = hooks.agent
+        # The hook's own `agent:` over the file's: each hook may have its own setup.
+        agent = hooks.agent_for(info.hook)
         cwd = Path(info.cwd or (spec.cwd if spec else None) or self.paths.home)
         name = choose(info.model, agent.model, spec.model_default if spec else None)
         name = choose(name, self.settings.model)
