@@ -180,7 +180,9 @@ def render_prompt(f: FireFacts, token: str | None = None) -> HookPrompt:
 REPEAT_TAIL_LINES = 10
 
 
-def render_repeat(f: FireFacts, *, nth: str, when: str, last: bool, token: str | None = None) -> str:
+def render_repeat(
+    f: FireFacts, *, nth: str, when: str, last: bool, token: str | None = None
+) -> str:
     """The message an open thread gets when its failure happens again (a hook's `dedup:`):
     when, how many times, the trigger's facts and the last lines, fenced as the first
     message's are. `nth` is `3rd`; `last`: no more repeats will be told."""

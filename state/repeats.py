@@ -39,7 +39,9 @@ _P = t.process.c
 _F = t.fire.c
 _CHAIN = select(_P.first_id).where(_P.id == bindparam("b_pid"))
 _OF_CHAIN = _T.process_id.in_(select(_P.id).where(_P.first_id == bindparam("b_first")))
-_KEY = or_(bindparam("b_any", type_=t.thread.c.dedup_key.type) == "", _T.dedup_key == bindparam("b_key"))
+_KEY = or_(
+    bindparam("b_any", type_=t.thread.c.dedup_key.type) == "", _T.dedup_key == bindparam("b_key")
+)
 _OPEN = (
     select(_T.id, _T.created_at)
     .where(_OF_CHAIN, _KEY, _T.status.in_(ACTIVE))

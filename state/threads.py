@@ -292,7 +292,9 @@ _TOLD_AGAIN = (
 )
 
 
-def complete_unless_told(store: Store, thread_id: int, seen: int, now: float) -> ThreadStatus | None:
+def complete_unless_told(
+    store: Store, thread_id: int, seen: int, now: float
+) -> ThreadStatus | None:
     """A running thread's loop finished, having seen its entries up to seq `seen`: it is
     completed, or queued again when a message was saved since (a repeat of its failure,
     state/repeats.py), so that it answers it. Returns the status it got; None if it was no

@@ -136,7 +136,9 @@ def _duration(
 # Most specific first: a UUID holds hex runs and digits, a timestamp holds numbers.
 _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (
-        re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"),
+        re.compile(
+            r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+        ),
         "<uuid>",
     ),
     # ISO 8601 dates and times: 2026-11-26, 2026-11-26T14:02:07.123+01:00, 2026-11-26 14:02:07,123
