@@ -164,9 +164,14 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"0[xX][0-9a-fA-F]+"), "<hex>"),
     # A long run of hex with a letter and a digit: a commit, a request id, a hash.
     (re.compile(r"\b(?=[0-9a-fA-F]*[0-9])(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}\b"), "<hex>"),
-    # Numbers, not digits inside a word: `line 42`, `pid=1234`, `user_17` are masked, while
-    # `utf8`, `x86` or `log4j` stay (they name things, not instances).
-    (re.compile(r"(?<![A-Za-z0-9])[-+]?\d+(?:\.\d+)?"), "<n>"),
+)
+# Numbers, not digits inside a word: `line 42`, `pid=1234`, `user_17` are masked, while
+# `utf8`, `x86` or `log4j` stay (they name things, not instances).
+_NUMBER = re.compile(r"(?<![A-Za-z0-9])[-+]?\d+(?:\.\d+)?")
+# ... but a number that says which failure it is stays: an HTTP status after the request
+# (nginx: `"GET / HTTP/1.1" 502`), `status=500`, `exit code 137`, `errno 28`, SQLSTATE.
+_KIND_BEFORE = re.compile(
+    r"(?:\b(?:status|code|errno|sqlstate)\W{0,3}|HTTP/\d(?:\.\d)?\"\s)$", re.IGNORECASE
 )
 _MAX_SIGNATURE_CHARS = 1000
 
@@ -177,7 +182,12 @@ def mask(line: str) -> str:
     out = line.strip()
     for pattern, placeholder in _MASKS:
         out = pattern.sub(placeholder, out)
-    return out
+    return _NUMBER.sub(_number, out)
+
+
+def _number(m: re.Match[str]) -> str:
+    before = m.string[max(0, m.start() - 24) : m.start()]
+    return m.group(0) if _KIND_BEFORE.search(before) else "<n>"
 
 
 @dataclass(frozen=True)
