@@ -241,7 +241,8 @@ def test_dedup_forms() -> None:
         "hooks:\n"
         "  - {name: a, on_exit: {}, instructions: x, dedup: true}\n"
         "  - {name: b, on_exit: {}, instructions: x, dedup: process}\n"
-        "  - {name: c, on_exit: {}, instructions: x, dedup: {key: hook, cooldown: 30s, window: 1h}}\n"
+        "  - {name: c, on_exit: {}, instructions: x,\n"
+        "     dedup: {key: hook, cooldown: 30s, window: 1h}}\n"
         "  - {name: d, on_exit: {}, instructions: x, dedup: false}\n"
         "  - {name: e, on_exit: {}, instructions: x}\n"
     )
