@@ -297,7 +297,7 @@ def _hooks(hooks: str | Mapping[str, Any] | None, cwd: Path) -> HookFile:
             "them outside the thread's sandbox. Start the process yourself with `supervise "
             "run` to use one"
         )
-    if hf.agent.hooks:
+    if hf.agent.hooks or any(h.agent is not None and h.agent.hooks for h in hf.hooks):
         # Shell hooks run unchecked by permissions: from a thread they would widen them.
         raise UserError(
             "a thread cannot add shell hooks (agent.hooks); its processes inherit the "

@@ -335,3 +335,26 @@ def test_numbers_that_name_the_failure_stay() -> None:
     assert mask('"GET /a/1 HTTP/1.1" 502 157') == '"GET /a/<n> HTTP/<n>" 502 <n>'
     assert mask("request 17 status=500, exit code 137") == "request <n> status=500, exit code 137"
     assert mask('{"status": 404, "ms": 12}') == '{"status": 404, "ms": <n>}'
+
+
+def test_a_thread_cannot_add_shell_hooks_through_a_hooks_own_agent(tmp_path: object) -> None:
+    # A thread's RunProcess: shell hooks run unchecked by permissions, in any agent section.
+    from pathlib import Path
+
+    from supervise.errors import UserError
+    from supervisor.threadhost import _hooks
+
+    assert isinstance(tmp_path, Path)
+    sneaky = {
+        "hooks": [
+            {
+                "on_exit": {},
+                "instructions": "x",
+                "agent": {"hooks": {"SessionStart": [{"command": "touch pwned"}]}},
+            }
+        ]
+    }
+    with pytest.raises(UserError, match="a thread cannot add shell hooks"):
+        _hooks(sneaky, tmp_path)
+    fine = {"hooks": [{"on_exit": {}, "instructions": "x", "agent": {"max_turns": 3}}]}
+    assert _hooks(fine, tmp_path).hooks[0].agent is not None

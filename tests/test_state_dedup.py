@@ -225,3 +225,23 @@ def test_a_repeat_during_a_tool_call_reaches_the_next_reply(store: Store) -> Non
     assert [e.seq for e in info.value.entries] == [3]
     journal.append(AssistantReply("final, having read it"))
     assert journal.finish("completed") and not journal.requeued
+
+
+def test_after_thread_waits_for_the_thread_an_exit_joined(store: Store) -> None:
+    # restart.after_thread: the next run waits for the threads working on the exit before
+    # it, the one its fire joined included.
+    from state.processes import get_process
+    from state.runs import unfinished_exit_threads
+
+    pid = process(store)
+    crashed = Hook("crashed", OnExit(), "x", dedup=DedupSpec())
+    (first,) = commit(store, pid, exit_(pid, crashed, 1))
+    run2 = store.transact(lambda conn: insert_next_run(conn, pid, NextRun(5.0, "restart"), 5.0))
+    (joined,) = commit(store, run2, exit_(run2, crashed, 1))
+    assert (joined.reason, joined.thread_id) == ("deduplicated", first.thread_id)
+    run3 = store.transact(lambda conn: insert_next_run(conn, run2, NextRun(6.0, "restart"), 6.0))
+    pending = get_process(store, run3)
+    assert pending is not None and unfinished_exit_threads(store, pending) == 1
+    assert first.thread_id is not None
+    end(store, first.thread_id, 7.0)
+    assert unfinished_exit_threads(store, pending) == 0
