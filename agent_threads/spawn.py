@@ -201,7 +201,7 @@ def render_repeat(
         lines += ["", *fence("matched-line", token, [_clip(f.matched_line or "")])]
     tail = f.output_tail[-REPEAT_TAIL_LINES:]
     if tail:
-        lines += ["", f"Its last {len(tail)} lines:"]
+        lines += ["", "Its last line:" if len(tail) == 1 else f"Its last {len(tail)} lines:"]
         lines += fence("process-output", token, [_clip(ln) for ln in tail])
     if last:
         lines += [
