@@ -223,6 +223,7 @@ def test_the_repeat_message_says_when_how_often_and_fences_the_output() -> None:
     text = render_repeat(facts, nth="3rd", when="14:02:07", last=False, token="tok")
     assert text.startswith("This happened again at 14:02:07 (3rd time): the process hook `errors`")
     assert "<matched-line-tok>\nERROR" in text
+    assert text.count("</matched-line-tok>") == 1  # the line cannot close its fence
     assert "Its last 10 lines:" in text and "line 19" not in text and "line 29" in text
     assert "Further repeats" not in text
     last = render_repeat(facts, nth="21st", when="14:02:07", last=True, token="tok")
