@@ -4,6 +4,9 @@ state/repeats.py), and a repeat's message reaching a thread that is running."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 import pytest
 
 from agent_threads.journal import Journal
@@ -245,3 +248,40 @@ def test_after_thread_waits_for_the_thread_an_exit_joined(store: Store) -> None:
     assert first.thread_id is not None
     end(store, first.thread_id, 7.0)
     assert unfinished_exit_threads(store, pending) == 0
+
+
+@pytest.mark.anyio
+async def test_the_loop_asks_again_when_a_repeat_comes_while_the_model_answers(
+    store: Store, tmp_path: Path
+) -> None:
+    from fakes import TableModel
+
+    from agent_threads.loop import LoopConfig, run_loop
+    from agent_threads.messages import Message, Reply, ToolSpec, UserMessage
+    from agent_threads.permissions import Profile
+    from agent_threads.tools.base import ToolContext
+
+    pid = process(store)
+    (first,) = commit(store, pid, match(pid, ERRORS, 0, "ERROR 1"))
+    tid = first.thread_id
+    assert tid is not None and claim_next_thread(store, 5, LATER) == [tid]
+
+    class Meanwhile(TableModel):
+        async def complete(
+            self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        ) -> Reply:
+            if not self.sent:  # the failure happens again while the model answers
+                commit(store, pid, match(pid, ERRORS, 100, "ERROR 2"))
+            return await super().complete(system, messages, tools)
+
+    model = Meanwhile([Reply("an answer")])
+    journal = Journal(store, tid)
+    ctx = ToolContext(thread_id=tid, cwd=tmp_path, env={})
+    cfg = LoopConfig(model=model, tools={}, profile=Profile(), ctx=ctx, system="sys")
+    end = await run_loop(journal, cfg, journal.entries(), 0)
+    assert end.status == "completed" and journal.finish("completed") and not journal.requeued
+    assert len(model.sent) == 2
+    told = [m for m in model.sent[1] if isinstance(m, UserMessage)]
+    assert len(told) == 2 and "2nd time" in told[1].content
+    # The first reply, which answered the first message alone, was not saved.
+    assert [e.kind for e in read_entries(store, tid)] == ["user", "user", "assistant"]
