@@ -199,7 +199,8 @@ def commit_end(
     keys = [ev.key.text for ev in masked]  # the key's text is what the database holds
     if restart is not None:
         keys += [k.text for k in restart.crash_keys]
-    # On_crash_loop fires are made inside the transaction: they start threads of their own.
+    # (The on_crash_loop fires of a crash loop are made inside the transaction, after this
+    # lookup: they are never deduplicated.)
     dedup_keys = [k for ev in masked if (k := _lookup(ev)) is not None]
     done = fires.commit_fires(
         store,
@@ -259,6 +260,26 @@ def _join(verdict: dedup.Join, ev: FireEvent) -> JoinThread:
     return JoinThread(thread_id=verdict.thread_id, message=message)
 
 
+def _repeat(ev: FireEvent, threads: dict[str, SeenThread]) -> FireWrite | None:
+    """A repeat of a failure (a hook's `dedup:`): the fire that joins its open thread
+    (`deduplicated`) or falls in its cooldown (`cooldown`); None: neither, the limits decide.
+    A join counts in `threads`, under every key that names its thread."""
+    look = _lookup(ev)
+    if look is None or ev.hook.dedup is None:
+        return None
+    verdict = dedup.decide(ev.hook.dedup, threads.get(look), ev.at)
+    if isinstance(verdict, dedup.Fresh):
+        return None
+    reason = "deduplicated" if isinstance(verdict, dedup.Join) else "cooldown"
+    write = FireWrite(ev.key.text, ev.hook.name, ev.hook.kind, ev.at, ev.detail, ev.exit_code)
+    if isinstance(verdict, dedup.Cooldown):
+        return replace(write, reason=reason, about_thread=verdict.thread_id)
+    for key, known in threads.items():
+        if known.thread_id == verdict.thread_id:
+            threads[key] = replace(known, fires=verdict.nth)
+    return replace(write, reason=reason, join=_join(verdict, ev))
+
+
 def _plan(events: Sequence[FireEvent], given: PlanInput, limits: Limits, now: float) -> _Planned:
     """What each event becomes, given the counters, the keys already recorded and the
     threads its dedup keys name. Pure but for the fence token the prompt draws."""
@@ -271,27 +292,12 @@ def _plan(events: Sequence[FireEvent], given: PlanInput, limits: Limits, now: fl
         if ev.key.text in seen:
             outcomes.append(Outcome(name, trigger, False, "duplicate", None, False, ev.key))
             continue
-        look = _lookup(ev)
-        if look is not None:
-            assert ev.hook.dedup is not None
-            repeat = dedup.decide(ev.hook.dedup, threads.get(look), ev.at)
-            if isinstance(repeat, dedup.Join):
-                seen.add(ev.key.text)
-                threads[look] = replace(threads[look], fires=repeat.nth)
-                write = FireWrite(
-                    ev.key.text, name, trigger, ev.at, ev.detail, ev.exit_code, "deduplicated"
-                )
-                writes.append(replace(write, join=_join(repeat, ev)))
-                outcomes.append(Outcome(name, trigger, False, "deduplicated", None, True, ev.key))
-                continue
-            if isinstance(repeat, dedup.Cooldown):
-                seen.add(ev.key.text)
-                write = FireWrite(
-                    ev.key.text, name, trigger, ev.at, ev.detail, ev.exit_code, "cooldown"
-                )
-                writes.append(replace(write, about_thread=repeat.thread_id))
-                outcomes.append(Outcome(name, trigger, False, "cooldown", None, True, ev.key))
-                continue
+        repeat = _repeat(ev, threads)
+        if repeat is not None:
+            seen.add(ev.key.text)
+            writes.append(repeat)
+            outcomes.append(Outcome(name, trigger, False, repeat.reason, None, True, ev.key))
+            continue
         verdict: Verdict
         reason: str | None
         if ev.refuse is not None:
