@@ -4,6 +4,7 @@ a thread a person cancelled raises ThreadStopped) live in state.entries and stat
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -43,25 +44,40 @@ class Journal:
         self.thread_id = thread_id
         self.redact = redact
         self.clock = clock
-        # The loop has every entry up to `known`, and its own saves after it (`own`): an
-        # entry saved by another writer (a repeat of the failure: state/repeats.py) leaves
-        # a gap, and the loop is handed it before its next reply is saved.
+        # Every `user` entry up to `known` is in the loop's hands; one saved after it by
+        # another writer (a repeat of the failure: state/repeats.py) is handed to the loop
+        # before its next reply is saved, or queues the thread again as it ends. `own`: the
+        # loop's saves past a gap (background tasks save too, from worker threads).
         self.known = 0
         self.own: set[int] = set()
+        self.lock = threading.Lock()
         self.requeued = False  # the last `finish` queued it again for a new message
 
     def entries(self) -> list[Entry]:
         found = [decode(r) for r in entry_store.read_entries(self.store, self.thread_id)]
-        self.known, self.own = (found[-1].seq if found else 0), set()
+        with self.lock:
+            self.known, self.own = (found[-1].seq if found else 0), set()
         return found
 
+    def _saw(self, seq: int) -> None:
+        with self.lock:
+            if seq == self.known + 1:
+                self.known = seq
+                while self.known + 1 in self.own:
+                    self.own.discard(self.known + 1)
+                    self.known += 1
+            elif seq > self.known:
+                self.own.add(seq)
+
     def _arrived(self) -> list[Entry]:
-        """The entries saved by others since `known`, now known."""
-        records = entry_store.read_entries(self.store, self.thread_id, self.known)
-        new = [decode(r) for r in records if r.seq not in self.own]
-        if records:
-            self.known, self.own = records[-1].seq, set()
-        return new
+        """The messages others saved since `known`: the loop has every other entry (its own
+        saves), or gets it from the save in flight."""
+        with self.lock:
+            records = entry_store.read_entries(self.store, self.thread_id, self.known)
+            if records:
+                self.known = max(self.known, records[-1].seq)
+                self.own = {n for n in self.own if n > self.known}
+        return [decode(r) for r in records if r.kind == "user"]
 
     def info(self) -> ThreadRecord:
         record = thread_store.get_thread(self.store, self.thread_id)
@@ -73,20 +89,20 @@ class Journal:
         """Save one entry (scrubbed); raises ThreadStopped if the thread is no longer running."""
         scrubbed: dict[str, Any] = _scrub(body.to_json(), self.redact)
         # A reply answers what the model saw: with a message saved since, it is dropped and
-        # the model asked again (MessagesArrived carries the new entries to the loop).
-        expect = self.known if isinstance(body, AssistantReply) and not self.own else None
-        if isinstance(body, AssistantReply) and self.own:
-            raise MessagesArrived(f"thread t{self.thread_id}: new messages", self._arrived())
+        # the model asked again (MessagesArrived carries the new messages to the loop).
+        told_after = self.known if isinstance(body, AssistantReply) else None
         try:
             record = entry_store.append_entry(
-                self.store, self.thread_id, body.kind, scrubbed, self.clock(), expect_last=expect
+                self.store,
+                self.thread_id,
+                body.kind,
+                scrubbed,
+                self.clock(),
+                told_after=told_after,
             )
         except MessagesArrived as exc:
             raise MessagesArrived(str(exc), self._arrived()) from None
-        if record.seq == self.known + 1 and not self.own:
-            self.known = record.seq
-        else:
-            self.own.add(record.seq)
+        self._saw(record.seq)
         return decode(record)
 
     def record_model(self, name: str) -> None:
@@ -100,9 +116,9 @@ class Journal:
         thread completed with a message it has not seen is queued again (`requeued`)."""
         self.requeued = False
         if status == "completed":
-            # With a gap, a message is known to have come: queue it again for it.
-            seen = self.known if not self.own else -1
-            got = thread_store.complete_unless_told(self.store, self.thread_id, seen, self.clock())
+            got = thread_store.complete_unless_told(
+                self.store, self.thread_id, self.known, self.clock()
+            )
             self.requeued = got == "queued"
             return got is not None
         return thread_store.finish_thread(

@@ -507,7 +507,8 @@ async def run_loop(journal: Sink, cfg: LoopConfig, entries: list[Entry], turns: 
                 except MessagesArrived as arrived:
                     # Saved by another writer while the model answered (a repeat of the
                     # failure): the reply was not saved; the next step asks again with them.
-                    saved.extend(arrived.entries)
+                    have = {e.seq for e in saved}
+                    saved.extend(e for e in arrived.entries if e.seq not in have)
                     saved.sort(key=lambda e: e.seq)
             if end.status in ("completed", "failed"):
                 await cfg.hooks.session_end(turn=turn, status=end.status)

@@ -282,8 +282,10 @@ def finish_thread(
         return conn.execute(_FINISH, {**values, "b_ended_at": ended}).rowcount > 0
 
 
-_LAST_SEQ = select(func.coalesce(func.max(t.entry.c.seq), 0)).where(
-    t.entry.c.thread_id == bindparam("id")
+_USER_AFTER = select(func.count()).where(
+    t.entry.c.thread_id == bindparam("id"),
+    t.entry.c.seq > bindparam("after"),
+    t.entry.c.kind == "user",
 )
 _TOLD_AGAIN = (
     update(t.thread)
@@ -295,8 +297,8 @@ _TOLD_AGAIN = (
 def complete_unless_told(
     store: Store, thread_id: int, seen: int, now: float
 ) -> ThreadStatus | None:
-    """A running thread's loop finished, having seen its entries up to seq `seen`: it is
-    completed, or queued again when a message was saved since (a repeat of its failure,
+    """A running thread's loop finished, having every message up to seq `seen`: it is
+    completed, or queued again when a message was saved after it (a repeat of its failure,
     state/repeats.py), so that it answers it. Returns the status it got; None if it was no
     longer running (a person cancelled it)."""
 
@@ -305,7 +307,7 @@ def complete_unless_told(
         # message (PostgreSQL reads the entries after the lock, as they were committed).
         if lock_status(conn, thread_id) != "running":
             return None
-        if int(conn.execute(_LAST_SEQ, {"id": thread_id}).scalar_one()) > seen:
+        if int(conn.execute(_USER_AFTER, {"id": thread_id, "after": seen}).scalar_one()):
             conn.execute(_TOLD_AGAIN, {"b_id": thread_id})
             return "queued"
         values = {"b_id": thread_id, "b_status": "completed", "b_error": None}

@@ -285,3 +285,19 @@ async def test_the_loop_asks_again_when_a_repeat_comes_while_the_model_answers(
     assert len(told) == 2 and "2nd time" in told[1].content
     # The first reply, which answered the first message alone, was not saved.
     assert [e.kind for e in read_entries(store, tid)] == ["user", "user", "assistant"]
+
+
+def test_only_a_message_holds_a_reply_back(store: Store) -> None:
+    # The loop's background tasks save entries too, from worker threads: one whose save has
+    # not been counted yet is not a message the model missed.
+    from state.entries import insert_entry
+
+    pid = process(store)
+    (first,) = commit(store, pid, match(pid, ERRORS, 0, "ERROR 1"))
+    tid = first.thread_id
+    assert tid is not None and claim_next_thread(store, 5, LATER) == [tid]
+    journal = Journal(store, tid)
+    journal.entries()
+    store.transact(lambda conn: insert_entry(conn, tid, "note", 1.0, {"text": "a hook ran"}))
+    journal.append(AssistantReply("the answer"))
+    assert journal.finish("completed") and not journal.requeued
