@@ -65,7 +65,13 @@ from agent_threads.transcript import (
     next_step,
 )
 from state.threads import ThreadStatus
-from supervise.errors import ModelAuthError, ModelError, ModelTruncated, TransientModelError
+from supervise.errors import (
+    MessagesArrived,
+    ModelAuthError,
+    ModelError,
+    ModelTruncated,
+    TransientModelError,
+)
 
 log = logging.getLogger("supervise.threads")
 
@@ -496,7 +502,14 @@ async def run_loop(journal: Sink, cfg: LoopConfig, entries: list[Entry], turns: 
             start = await cfg.hooks.session_start(turn=turn)
             end = _failed(start) if start.action is Action.FAIL else None
             while end is None:
-                end = await run.step()
+                try:
+                    end = await run.step()
+                except MessagesArrived as arrived:
+                    # Saved by another writer while the model answered (a repeat of the
+                    # failure): the reply was not saved; the next step asks again with them.
+                    have = {e.seq for e in saved}
+                    saved.extend(e for e in arrived.entries if e.seq not in have)
+                    saved.sort(key=lambda e: e.seq)
             if end.status in ("completed", "failed"):
                 await cfg.hooks.session_end(turn=turn, status=end.status)
             background.cancel_scope.cancel()  # as `claude -p` does: what is left is killed

@@ -65,7 +65,9 @@ class ThreadRunner:
             done = await anyio.to_thread.run_sync(
                 lambda: journal.finish(end.status, error=end.error, waiting=end.waiting)
             )
-            if done:
+            if done and journal.requeued:
+                log.info("thread t%d: queued again for a message that came as it ended", thread_id)
+            elif done:
                 log.info("thread t%d: %s%s", thread_id, end.status, _why(end))
         except ThreadStopped as exc:
             log.info("thread t%d stopped: %s", thread_id, exc)

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 from state import tables as t
 from state.db import Store
 from state.threads import TERMINAL, ThreadStatus, add_turn, lock_status, requeue
-from supervise.errors import ThreadStopped
+from supervise.errors import MessagesArrived, ThreadStopped
 
 # What each kind's data holds is documented in agent_threads/entries.py.
 EntryKind = Literal[
@@ -84,6 +84,18 @@ def read_entries_in(conn: Connection, thread_id: int, after: int = 0) -> list[En
     ]
 
 
+_MESSAGES_AFTER = select(func.count()).where(
+    t.entry.c.thread_id == bindparam("id"),
+    t.entry.c.seq > bindparam("after"),
+    t.entry.c.kind == "user",
+)
+
+
+def messages_after(conn: Connection, thread_id: int, after: int) -> int:
+    """How many `user` entries a thread has after seq `after`, in the caller's transaction."""
+    return int(conn.execute(_MESSAGES_AFTER, {"id": thread_id, "after": after}).scalar_one())
+
+
 def last_seq(store: Store, thread_id: int) -> int:
     """The seq of a thread's last entry (0: none)."""
     with store.read() as conn:
@@ -100,13 +112,22 @@ def insert_entry(conn: Connection, thread_id: int, kind: EntryKind, at: float, d
 
 
 def append_entry(
-    store: Store, thread_id: int, kind: EntryKind, data: dict[str, Any], at: float
+    store: Store,
+    thread_id: int,
+    kind: EntryKind,
+    data: dict[str, Any],
+    at: float,
+    *,
+    told_after: int | None = None,
 ) -> EntryRecord:
     """Save one entry of a running thread (an `assistant` entry counts a turn).
+    `told_after`: the caller has every message up to this seq; a message saved after it
+    (a repeat of the failure, state/repeats.py) means this entry is not saved.
 
     Raises:
         ThreadStopped: the thread is no longer running (a person cancelled it); nothing
             was written.
+        MessagesArrived: a message was saved after `told_after`; nothing was written.
     """
 
     def append(conn: Connection) -> int:
@@ -114,6 +135,8 @@ def append_entry(
         status = lock_status(conn, thread_id)
         if status != "running":
             raise ThreadStopped(f"thread t{thread_id} is {status}")
+        if told_after is not None and messages_after(conn, thread_id, told_after):
+            raise MessagesArrived(f"thread t{thread_id}: a message came after {told_after}")
         seq = insert_entry(conn, thread_id, kind, at, data)
         if kind == "assistant":
             add_turn(conn, thread_id)

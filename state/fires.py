@@ -25,6 +25,7 @@ from state.counters import Counter, counters_in, save_counters
 from state.db import Store
 from state.processes import ProcessEnd, TailState
 from state.ratelimit import Rate
+from state.repeats import SeenThread, seen_threads, tell_thread
 from state.runs import NextRun, RunHistory, history_in, insert_next_run
 from state.threads import NewThread, create_thread
 from supervise.errors import StateError
@@ -55,6 +56,16 @@ class FireRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class JoinThread:
+    """A repeat joining an open thread (a hook's `dedup:`): the thread already recorded
+    (`thread_id`), or the one an earlier write of the same plan creates (`write`, its index)."""
+
+    thread_id: int | None = None
+    write: int | None = None
+    message: str | None = None  # what the thread is told (None: recorded only)
+
+
+@dataclass(frozen=True, slots=True)
 class FireWrite:
     """A fire to record; `thread` (its fire_id left None) is the thread it spawns, if any."""
 
@@ -66,6 +77,8 @@ class FireWrite:
     exit_code: int | None = None
     reason: str | None = None  # why it was refused
     thread: NewThread | None = None
+    join: JoinThread | None = None  # reason `deduplicated`: the thread it joins
+    about_thread: int | None = None  # reason `cooldown`: the thread that ended just before
 
     @property
     def spawned(self) -> bool:
@@ -79,6 +92,8 @@ class PlanInput:
     depth: int  # the process's depth: its threads run at depth + 1
     counters: Mapping[str, Counter]  # by hook
     recorded: frozenset[str]  # the keys, of those asked about, that are already fires
+    # By dedup key asked about: the latest thread of the process with it (none: absent).
+    seen: Mapping[str, SeenThread] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +180,7 @@ def commit_fires(
     end: ProcessEnd | None = None,
     restart: RestartPlanner | None = None,
     restart_policy: bool = True,
+    dedup_keys: Sequence[str] = (),
 ) -> Committed:
     """Record what `planner` decides about the fires `keys`, with the process's new tail
     position and end, in one transaction.
@@ -183,6 +199,8 @@ def commit_fires(
             record, or the end's state (`crash-loop`).
         restart_policy: False when the process has no restart policy: `restart` is then
             asked only after a person's `supervise restart`.
+        dedup_keys: the dedup keys of the fires (state/repeats.py): the planner is told the
+            latest thread of the process with each.
 
     Raises:
         StateError: the process is not recorded, or its saved offset moved.
@@ -204,10 +222,14 @@ def commit_fires(
         fires: list[FireRecord] = []
         if keys:
             recorded = frozenset(conn.execute(_RECORDED, {"keys": list(keys)}).scalars())
-            plan = planner(PlanInput(depth, dict(counters), recorded))
+            seen = seen_threads(conn, process_id, dedup_keys)
+            plan = planner(PlanInput(depth, dict(counters), recorded, seen))
             changed = {h: c for h, c in plan.counters.items() if counters.get(h) != c}
             save_counters(conn, process_id, changed)
-            fires = [_write(conn, process_id, w, rate) for w in plan.writes]
+            made: list[int | None] = []  # the thread each write made, by index
+            for w in plan.writes:
+                fires.append(_write(conn, process_id, w, rate, made))
+                made.append(fires[-1].thread_id if w.spawned else None)
             counters = {**counters, **plan.counters}
         next_id = None
         if after.next_run is not None:
@@ -233,7 +255,20 @@ def _lock(conn: Connection, process_id: int, expect_offset: int | None) -> tuple
     return int(depth), asked
 
 
-def _write(conn: Connection, process_id: int, w: FireWrite, rate: Rate) -> FireRecord:
+def _joined(w: FireWrite, made: Sequence[int | None]) -> int | None:
+    """The thread a fire refers to without spawning it: the one it joins, or the one whose
+    cooldown it fell in."""
+    if w.join is None:
+        return w.about_thread
+    if w.join.thread_id is not None:
+        return w.join.thread_id
+    assert w.join.write is not None and made[w.join.write] is not None, "joins a later write"
+    return made[w.join.write]
+
+
+def _write(
+    conn: Connection, process_id: int, w: FireWrite, rate: Rate, made: Sequence[int | None] = ()
+) -> FireRecord:
     values = {
         "key": w.key,
         "process_id": process_id,
@@ -247,7 +282,14 @@ def _write(conn: Connection, process_id: int, w: FireWrite, rate: Rate) -> FireR
     }
     row = conn.execute(_INSERT, values).one()
     if w.thread is None:
-        return FireRecord.from_row(row)
+        other = _joined(w, made)
+        if other is None:
+            return FireRecord.from_row(row)
+        if w.join is not None and w.join.message is not None:
+            tell_thread(conn, other, w.join.message, w.at)
+        return FireRecord.from_row(
+            conn.execute(_SET_THREAD, {"b_id": row.id, "b_thread": other}).one()
+        )
     new = replace(w.thread, process_id=process_id, fire_id=row.id)
     thread = create_thread(conn, new, rate)
     return FireRecord.from_row(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, bindparam, func, select
+from sqlalchemy import and_, bindparam, func, or_, select
 from sqlalchemy.engine import Connection
 
 from state import tables as t
@@ -110,12 +110,19 @@ _REQUEST = (
     .returning(*_FULL)
 )
 _UNFINISHED = (
-    select(func.count())
-    .select_from(t.thread.join(t.process, _P.id == t.thread.c.process_id))
+    # By the run's on_exit fires: the threads they spawned, and the open threads they joined
+    # (a hook's `dedup:`), which are the threads working on this exit too.
+    select(func.count(t.thread.c.id.distinct()))
+    .select_from(
+        t.fire.join(t.process, _P.id == t.fire.c.process_id).join(
+            t.thread, t.thread.c.id == t.fire.c.thread_id
+        )
+    )
     .where(
         _P.first_id == bindparam("b_first"),
         _P.run_no == bindparam("b_run"),
-        t.thread.c.trigger == "on_exit",
+        t.fire.c.trigger == "on_exit",
+        or_(t.fire.c.spawned.is_(True), t.fire.c.reason == "deduplicated"),
         t.thread.c.status.not_in(TERMINAL),
     )
 )

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from state import tables as t
 from supervise.errors import StateError
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 10
 
 
 def _runs(conn: Connection) -> None:
@@ -28,8 +28,13 @@ def _runs(conn: Connection) -> None:
     t.run_index.create(conn, checkfirst=True)
 
 
+def _dedup(conn: Connection) -> None:
+    """Schema 10: threads are looked up by their dedup key in every fire's transaction."""
+    t.thread_dedup_index.create(conn, checkfirst=True)
+
+
 # version -> what to run on a database older than it, after the columns were added.
-_STEPS: dict[int, Callable[[Connection], None]] = {6: _runs}
+_STEPS: dict[int, Callable[[Connection], None]] = {6: _runs, 10: _dedup}
 
 
 def _default_sql(column: Column[Any]) -> str:

@@ -141,7 +141,11 @@ thread = Table(
     Column("ended_at", Float),
     Column("parent_thread_id", Integer),
     Column("hooks", String),  # user threads' shell hooks (JSON list), from --settings
+    # Schema 10: the dedup key of the fire that started it (a hook's `dedup:`): a repeat of
+    # that failure on the same process joins it while it is open (supervisor/dedup.py).
+    Column("dedup_key", String),
 )
+thread_dedup_index = Index("ix_thread_dedup_key", thread.c.dedup_key)
 
 entry = Table(
     "entry",

@@ -64,6 +64,7 @@ class ThreadRecord:
     ended_at: float | None
     parent_thread_id: int | None
     hooks: str | None
+    dedup_key: str | None = None  # a hook's `dedup:`: repeats of its failure join it
 
     @classmethod
     def from_row(cls, row: Row[tuple[object, ...]]) -> ThreadRecord:
@@ -87,6 +88,7 @@ class NewThread:
     permissions: str | None = None  # JSON
     hooks: str | None = None  # JSON
     parent_thread_id: int | None = None
+    dedup_key: str | None = None  # the fire's (a hook with `dedup:`)
 
 
 _RECENT = (
@@ -129,6 +131,7 @@ def create_thread(conn: Connection, new: NewThread, rate: Rate) -> ThreadRecord:
         "hooks": new.hooks,
         "parent_thread_id": new.parent_thread_id,
         "turns": 0,
+        "dedup_key": new.dedup_key,
     }
     row = conn.execute(_INSERT_THREAD, values).one()
     first = json.dumps({"text": new.first_message}, ensure_ascii=False)
@@ -286,6 +289,41 @@ def finish_thread(
     values = {"b_id": thread_id, "b_status": status, "b_error": error, "b_waiting": waiting}
     with store.write() as conn:
         return conn.execute(_FINISH, {**values, "b_ended_at": ended}).rowcount > 0
+
+
+_USER_AFTER = select(func.count()).where(
+    t.entry.c.thread_id == bindparam("id"),
+    t.entry.c.seq > bindparam("after"),
+    t.entry.c.kind == "user",
+)
+_TOLD_AGAIN = (
+    update(t.thread)
+    .where(t.thread.c.id == bindparam("b_id"))
+    .values(status="queued", error=None, waiting=None, ended_at=None, segment_started_at=None)
+)
+
+
+def complete_unless_told(
+    store: Store, thread_id: int, seen: int, now: float
+) -> ThreadStatus | None:
+    """A running thread's loop finished, having every message up to seq `seen`: it is
+    completed, or queued again when a message was saved after it (a repeat of its failure,
+    state/repeats.py), so that it answers it. Returns the status it got; None if it was no
+    longer running (a person cancelled it)."""
+
+    def finish(conn: Connection) -> ThreadStatus | None:
+        # Locked first, then read: a repeat's transaction holds this lock while it saves its
+        # message (PostgreSQL reads the entries after the lock, as they were committed).
+        if lock_status(conn, thread_id) != "running":
+            return None
+        if int(conn.execute(_USER_AFTER, {"id": thread_id, "after": seen}).scalar_one()):
+            conn.execute(_TOLD_AGAIN, {"b_id": thread_id})
+            return "queued"
+        values = {"b_id": thread_id, "b_status": "completed", "b_error": None}
+        conn.execute(_FINISH, {**values, "b_waiting": None, "b_ended_at": now})
+        return "completed"
+
+    return store.transact(finish)
 
 
 def fail_thread(store: Store, thread_id: int, error: str, now: float) -> bool:

@@ -13,6 +13,8 @@ Two roots, apart on purpose:
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class SuperviseError(Exception):
     """Root of every failure supervise reports to a person (exit 1 unless said otherwise)."""
@@ -107,3 +109,13 @@ class Signal(Exception):
 
 class ThreadStopped(Signal):
     """A thread's run ends early: a person cancelled it while it was running."""
+
+
+class MessagesArrived(Signal):
+    """Messages were saved to a running thread (a repeat of its failure, see a hook's
+    `dedup:`) after what its model last saw: its reply is not saved, and the model is asked
+    again with them. `entries` are the new entries (the journal fills them in)."""
+
+    def __init__(self, message: str, entries: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.entries = list(entries or [])

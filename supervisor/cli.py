@@ -254,8 +254,10 @@ def _parser() -> argparse.ArgumentParser:
         "fires",
         help="every hook fire, refused ones with their reason",
         description="Every time a hook fired, oldest first: the process and run, the hook and "
-        "its trigger, when, what came of it (the thread it spawned, or why it was refused: "
-        "max_spawns, depth, lost, stopped_by_user) and the matched line or exit.",
+        "its trigger, when, what came of it (the thread it spawned; the open thread a "
+        "repeat was deduplicated into, or the ended one whose cooldown it fell in (a hook's "
+        "dedup:); or why it was refused: max_spawns, depth, lost, stopped_by_user) and the "
+        "matched line or exit.",
     )
     fi.add_argument("--json", action="store_true", help="a JSON list of the fires")
     fi.add_argument(

@@ -585,6 +585,9 @@ class Daemon:
         for o in res.outcomes:
             if o.recorded:
                 what = f"spawned thread t{o.thread_id}" if o.spawned else f"refused ({o.reason})"
+                if o.reason in ("deduplicated", "cooldown"):  # a hook's `dedup:`
+                    how = "deduplicated into" if o.reason == "deduplicated" else "cooldown after"
+                    what = f"{how} thread t{o.thread_id}"
                 log.info("process %d: hook %s (%s) fired: %s", pid, o.hook, o.trigger, what)
         if res.ended:
             self._forget(pid)

@@ -14,15 +14,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from agent_threads.spawn import FireFacts, render_prompt
+from agent_threads.spawn import FireFacts, render_prompt, render_repeat
 from state import fires
 from state.counters import Counter
 from state.db import Store
-from state.fires import FirePlan, FireWrite, PlanInput, RestartPlan
+from state.fires import FirePlan, FireWrite, JoinThread, PlanInput, RestartPlan
 from state.processes import ProcessEnd, TailState
+from state.repeats import SeenThread
 from state.runs import NextRun, RunHistory, RunRow
 from state.threads import NewThread
-from supervisor import restarts
+from supervisor import dedup, restarts
 from supervisor.ending import RUN_DIR_GONE
 from supervisor.hookspec import Hook, Limits
 from supervisor.limits import Verdict, decide
@@ -216,6 +217,9 @@ def commit_end(
     keys = [ev.key.text for ev in masked]  # the key's text is what the database holds
     if restart is not None:
         keys += [k.text for k in restart.crash_keys]
+    # (The on_crash_loop fires of a crash loop are made inside the transaction, after this
+    # lookup: they are never deduplicated.)
+    dedup_keys = [k for ev in masked if (k := _lookup(ev)) is not None]
     done = fires.commit_fires(
         store,
         process_id,
@@ -231,6 +235,7 @@ def commit_end(
             (restart.spec is not None and restart.spec.policy != "no")
             or (restart.rebooted and restart.autostart is True)
         ),
+        dedup_keys=dedup_keys,
     )
     thread_of = {f.key: f.thread_id for f in done.fires}
     result = [
@@ -246,16 +251,72 @@ class _Planned:
     counters: dict[str, Counter]
 
 
+def _occurrence(ev: FireEvent) -> dedup.Occurrence:
+    f = ev.facts
+    return dedup.Occurrence(ev.hook.name, ev.hook.kind, ev.exit_code, f.signal, f.matched_line)
+
+
+def _lookup(ev: FireEvent) -> str | None:
+    """The dedup key `ev` looks an open thread up by (None: its hook has no `dedup:`)."""
+    if ev.hook.dedup is None or ev.refuse is not None:
+        return None
+    return dedup.lookup_key(ev.hook.dedup, _occurrence(ev))
+
+
+def _in_plan(write: int, now: float) -> SeenThread:
+    # A thread this plan creates, as a repeat later in the same plan sees it: its id is not
+    # known yet, so it is named by its write's index, as a negative id (-1: write 0).
+    return SeenThread(-(write + 1), True, now, None, 1)
+
+
+def _join(verdict: dedup.Join, ev: FireEvent) -> JoinThread:
+    message = None
+    if verdict.tell:
+        when = time.strftime("%H:%M:%S", time.localtime(ev.at))
+        last = verdict.nth - 1 == dedup.MAX_REPEAT_MESSAGES
+        message = render_repeat(ev.facts, nth=dedup.ordinal(verdict.nth), when=when, last=last)
+    if verdict.thread_id < 0:
+        return JoinThread(write=-verdict.thread_id - 1, message=message)
+    return JoinThread(thread_id=verdict.thread_id, message=message)
+
+
+def _repeat(ev: FireEvent, threads: dict[str, SeenThread]) -> FireWrite | None:
+    """A repeat of a failure (a hook's `dedup:`): the fire that joins its open thread
+    (`deduplicated`) or falls in its cooldown (`cooldown`); None: neither, the limits decide.
+    A join counts in `threads`, under every key that names its thread."""
+    look = _lookup(ev)
+    if look is None or ev.hook.dedup is None:
+        return None
+    verdict = dedup.decide(ev.hook.dedup, threads.get(look), ev.at)
+    if isinstance(verdict, dedup.Fresh):
+        return None
+    reason = "deduplicated" if isinstance(verdict, dedup.Join) else "cooldown"
+    write = FireWrite(ev.key.text, ev.hook.name, ev.hook.kind, ev.at, ev.detail, ev.exit_code)
+    if isinstance(verdict, dedup.Cooldown):
+        return replace(write, reason=reason, about_thread=verdict.thread_id)
+    for key, known in threads.items():
+        if known.thread_id == verdict.thread_id:
+            threads[key] = replace(known, fires=verdict.nth)
+    return replace(write, reason=reason, join=_join(verdict, ev))
+
+
 def _plan(events: Sequence[FireEvent], given: PlanInput, limits: Limits, now: float) -> _Planned:
-    """What each event becomes, given the counters and the keys already recorded. Pure but
-    for the fence token the prompt draws."""
+    """What each event becomes, given the counters, the keys already recorded and the
+    threads its dedup keys name. Pure but for the fence token the prompt draws."""
     counters = dict(given.counters)
     seen = set(given.recorded)
+    threads = dict(given.seen)  # by dedup key: what a repeat would join, as the plan goes
     outcomes, writes = [], []
     for ev in events:
         name, trigger = ev.hook.name, ev.hook.kind
         if ev.key.text in seen:
             outcomes.append(Outcome(name, trigger, False, "duplicate", None, False, ev.key))
+            continue
+        repeat = _repeat(ev, threads)
+        if repeat is not None:
+            seen.add(ev.key.text)
+            writes.append(repeat)
+            outcomes.append(Outcome(name, trigger, False, repeat.reason, None, True, ev.key))
             continue
         verdict: Verdict
         reason: str | None
@@ -270,6 +331,12 @@ def _plan(events: Sequence[FireEvent], given: PlanInput, limits: Limits, now: fl
             continue
         seen.add(ev.key.text)
         thread = _new_thread(ev, given.depth, now) if verdict == "spawn" else None
+        if thread is not None:
+            # What a later repeat in this plan joins: by its own key, and as any thread.
+            made = _in_plan(len(writes), now)
+            threads[dedup.ANY_THREAD] = made
+            if thread.dedup_key is not None:
+                threads[thread.dedup_key] = made
         writes.append(
             FireWrite(ev.key.text, name, trigger, ev.at, ev.detail, ev.exit_code, reason, thread)
         )
@@ -282,6 +349,7 @@ def _new_thread(ev: FireEvent, depth: int, now: float) -> NewThread:
     # fire's transaction: a replay sends the same text, and the process's output never
     # reaches the system prompt (which is `prompt`, the hook file's words only).
     prompt = render_prompt(ev.facts)
+    spec = ev.hook.dedup
     return NewThread(
         trigger=ev.hook.kind,
         depth=depth + 1,
@@ -289,4 +357,5 @@ def _new_thread(ev: FireEvent, depth: int, now: float) -> NewThread:
         first_message=prompt.message,
         created_at=now,
         hook=ev.hook.name,
+        dedup_key=None if spec is None else dedup.dedup_key(spec, _occurrence(ev)),
     )

@@ -99,6 +99,22 @@ def env_file_lines(hf: HookFile) -> list[str]:
     return lines
 
 
+def hook_setup_lines(hf: HookFile) -> list[str]:
+    """Each hook's `dedup:` and its own `agent:` (what its threads run with, merged over the
+    file's), one line per hook that has either."""
+    lines = []
+    for h in hf.hooks:
+        parts = [h.dedup.text()] if h.dedup is not None else []
+        if h.agent is not None:
+            own = ", ".join(sorted(h.agent.to_json()))
+            merged = hf.agent_for(h.name)
+            model = f"; model {merged.model}" if merged.model else ""
+            parts.append(f"own agent ({own}){model}")
+        if parts:
+            lines.append(f"  hook {h.name}: {'; '.join(parts)}")
+    return lines
+
+
 def cmd_hooks_check(args: argparse.Namespace) -> int:
     from state.sandboxpolicy import SandboxPolicy
 
@@ -119,6 +135,8 @@ def cmd_hooks_check(args: argparse.Namespace) -> int:
             restart = f"; restart {hf.restart.text()}" if hf.restart is not None else ""
             print(f"{f}: OK: {names}; limits {hf.limits_text()}; sandbox {sandbox}{restart}")
             for line in env_file_lines(hf):
+                print(line)
+            for line in hook_setup_lines(hf):
                 print(line)
             # The limits `run --hook A --hook B` applies (the same merge; hooks left out).
             together = together.merge(HookFile(limits=hf.limits, limits_set=hf.limits_set))

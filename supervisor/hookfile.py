@@ -30,6 +30,7 @@ from agent_threads.problems import (
     where,
 )
 from supervise.errors import HookFileError
+from supervisor.dedup import check_dedup
 from supervisor.hookspec import (
     FileWarning,
     Hook,
@@ -70,7 +71,9 @@ _TRIGGERS = (
     "on_schedule",
     "on_resource",
 )
-_HOOK_KEYS = ("name", *_TRIGGERS, "instructions", "max_spawns")
+_HOOK_KEYS = ("name", *_TRIGGERS, "instructions", "max_spawns", "dedup", "agent")
+# Keys a hook's own `agent:` may not set: they are pinned and anchored for the whole file.
+_FILE_ONLY_AGENT_KEYS = ("extensions", "plugins")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -139,15 +142,23 @@ def anchor_extensions(hf: HookFile, path: Path) -> HookFile:
 
 
 def _anchor_script(hf: HookFile, path: Path) -> HookFile:
-    """A relative `scripted:FILE` model means relative to the hook file, wherever it runs."""
+    """A relative `scripted:FILE` model means relative to the hook file, wherever it runs
+    (the file's `agent:` and each hook's own)."""
     hf = anchor_extensions(hf, path)
-    model = hf.agent.model
+    hooks = tuple(
+        replace(h, agent=_anchor_model(h.agent, path)) if h.agent is not None else h
+        for h in hf.hooks
+    )
+    return replace(hf, agent=_anchor_model(hf.agent, path), hooks=hooks)
+
+
+def _anchor_model(agent: AgentConfig, path: Path) -> AgentConfig:
+    model = agent.model
     if model is not None and model.startswith("scripted:"):
         script = Path(model.removeprefix("scripted:")).expanduser()
         if not script.is_absolute():
-            model = f"scripted:{path.resolve().parent / script}"
-            return replace(hf, agent=replace(hf.agent, model=model))
-    return hf
+            return replace(agent, model=f"scripted:{path.resolve().parent / script}")
+    return agent
 
 
 def _anchor_plugins(hf: HookFile, path: Path, locate: _Locate) -> HookFile:
@@ -297,7 +308,7 @@ def _validate(data: Any, r: _Report, sources: tuple[str, ...]) -> HookFile:
     warned: list[ConfigWarning] = []
     agent = _agent(data.get("agent"), sources[0], r, warned)
     limits = _check_limits(data.get("limits"), r)
-    hooks = _check_hooks(data.get("hooks"), r)
+    hooks = _check_hooks(data.get("hooks"), r, source=sources[0], warned=warned)
     restart = check_restart(data.get("restart"), r)
     env_files = _check_env_file(data.get("env_file"), r)
     r.check()
@@ -400,7 +411,9 @@ def _check_limits(value: Any, r: _Report) -> Limits:
     return Limits(rate=rate) if depth is None else Limits(depth, rate)
 
 
-def _check_hooks(value: Any, r: _Report) -> tuple[Hook, ...]:
+def _check_hooks(
+    value: Any, r: _Report, *, source: str = "", warned: list[ConfigWarning] | None = None
+) -> tuple[Hook, ...]:
     if value is not None and not isinstance(value, list | tuple):
         r.bad(("hooks",), "must be a list", value, f"start each hook with '- ' (see {EXAMPLE})")
     if not isinstance(value, list | tuple):
@@ -409,6 +422,8 @@ def _check_hooks(value: Any, r: _Report) -> tuple[Hook, ...]:
     first: dict[str, int] = {}
     for i, item in enumerate(value):
         hook = _check_hook(item, ("hooks", i), r)
+        if hook is not None and isinstance(item, Mapping):
+            hook = _check_hook_extras(hook, item, ("hooks", i), r, source, warned)
         if hook is not None and hook.name in first:
             taken = f"hook name {hook.name!r} is already used by hooks[{first[hook.name]}]"
             r.add(("hooks", i, "name"), f"{taken}; give each hook its own name")
@@ -438,6 +453,41 @@ def _check_hook(item: Any, path: KeyPath, r: _Report) -> Hook | None:
         # A schedule is its own bound: a nightly hook fires every night unless told less.
         max_spawns = MAX_COUNT if isinstance(trigger, OnSchedule) else 1
     return Hook(name, trigger, instructions, max_spawns)
+
+
+def _check_hook_extras(
+    hook: Hook,
+    item: Mapping[str, Any],
+    path: KeyPath,
+    r: _Report,
+    source: str,
+    warned: list[ConfigWarning] | None,
+) -> Hook | None:
+    """A hook's `dedup:` and its own `agent:` (checked by the file section's parser, each
+    problem at its key path under the hook)."""
+    before = len(r.found)
+    dedup = check_dedup(item.get("dedup"), r, (*path, "dedup"))
+    agent = None
+    given = item.get("agent")
+    if given is not None:
+        at: KeyPath = (*path, "agent")
+        try:
+            agent = AgentConfig.parse(given, source, path=at, warnings=warned)
+        except AgentConfigError as exc:
+            for where_, message in exc.problems:
+                r.add(where_, message)
+        if isinstance(given, Mapping):
+            for key in _FILE_ONLY_AGENT_KEYS:
+                if key in given:
+                    r.add(
+                        (*at, key),
+                        f"{where((*at, key))} is for the whole file: move it to the top-level "
+                        f"agent: section (a hook's own agent: sets model, permissions, "
+                        "max_turns, timeout, hooks, system_hooks, sandbox)",
+                    )
+    if len(r.found) > before:
+        return None
+    return replace(hook, dedup=dedup, agent=agent)
 
 
 def _check_trigger(item: Mapping[str, Any], path: KeyPath, r: _Report) -> Trigger | None:

@@ -13,6 +13,7 @@ from agent_threads.config import AgentConfig
 from agent_threads.problems import ConfigWarning, dotted
 from state.ratelimit import DEFAULT_RATE as DEFAULT_RATE  # re-exported: hook files' limits
 from state.ratelimit import Rate as Rate
+from supervisor.dedup import DedupSpec
 from supervisor.restarts import RestartSpec
 
 TriggerKind = Literal[
@@ -162,6 +163,9 @@ class Hook:
     trigger: Trigger
     instructions: str
     max_spawns: int = 1
+    dedup: DedupSpec | None = None  # `dedup:`: repeats join the open thread (supervisor/dedup.py)
+    # The hook's own `agent:`, merged over the file's (`agent_for`); None: the file's alone.
+    agent: AgentConfig | None = None
 
     @property
     def kind(self) -> TriggerKind:
@@ -182,12 +186,17 @@ class Hook:
             body = _more_trigger_json(self.trigger)
         else:
             body = {"seconds": self.trigger.seconds}
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             self.kind: body,
             "instructions": self.instructions,
             "max_spawns": self.max_spawns,
         }
+        if self.dedup is not None:  # only then: older records stay as they were
+            out["dedup"] = self.dedup.to_json()
+        if self.agent is not None:
+            out["agent"] = self.agent.to_json()
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Hook:
@@ -206,7 +215,17 @@ class Hook:
             trigger = more
         else:
             trigger = OnTimeout(float(data["on_timeout"]["seconds"]))
-        return cls(str(data["name"]), trigger, str(data["instructions"]), int(data["max_spawns"]))
+        name = str(data["name"])
+        return cls(
+            name,
+            trigger,
+            str(data["instructions"]),
+            int(data["max_spawns"]),
+            dedup=DedupSpec.from_json(data["dedup"]) if data.get("dedup") else None,
+            agent=AgentConfig.from_json(data["agent"], f"hook {name}")
+            if data.get("agent") is not None
+            else None,
+        )
 
 
 def _more_trigger_json(trigger: OnSilence | OnSchedule | OnResource) -> dict[str, Any]:
@@ -287,6 +306,14 @@ class HookFile:
             restart=other.restart if other.restart is not None else self.restart,
             env_files=self.env_files + other.env_files,
         )
+
+    def agent_for(self, hook: str | None) -> AgentConfig:
+        """What a thread of hook `hook` runs with: the hook's own `agent:` over the file's
+        (each key the hook sets wins); the file's alone for another hook or none."""
+        for h in self.hooks:
+            if h.name == hook and h.agent is not None:
+                return self.agent.merge(h.agent)
+        return self.agent
 
     def under(self, parent: Limits) -> HookFile:
         """This file as a process a thread starts keeps it: each limit the file sets, made

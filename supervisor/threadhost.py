@@ -73,7 +73,8 @@ class ThreadHost:
         launched = self._launched(info.process_id)
         spec = launched.spec if launched else None
         hooks = spec.hooks if spec else HookFile()
-        agent = hooks.agent
+        # The hook's own `agent:` over the file's: each hook may have its own setup.
+        agent = hooks.agent_for(info.hook)
         cwd = Path(info.cwd or (spec.cwd if spec else None) or self.paths.home)
         name = choose(info.model, agent.model, spec.model_default if spec else None)
         name = choose(name, self.settings.model)
@@ -296,7 +297,7 @@ def _hooks(hooks: str | Mapping[str, Any] | None, cwd: Path) -> HookFile:
             "them outside the thread's sandbox. Start the process yourself with `supervise "
             "run` to use one"
         )
-    if hf.agent.hooks:
+    if hf.agent.hooks or any(h.agent is not None and h.agent.hooks for h in hf.hooks):
         # Shell hooks run unchecked by permissions: from a thread they would widen them.
         raise UserError(
             "a thread cannot add shell hooks (agent.hooks); its processes inherit the "

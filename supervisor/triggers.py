@@ -14,6 +14,7 @@ from typing import Literal, Protocol
 
 from state.counters import Counter
 from supervisor import clocks
+from supervisor.dedup import SCAN_BUDGET as DEDUP_SCAN_BUDGET
 from supervisor.ending import End, Exited
 from supervisor.hookspec import Hook, OnCrashLoop, OnExit, OnOutputMatch, OnTimeout
 from supervisor.limits import scan_budget
@@ -273,7 +274,13 @@ def match_hooks_of(hooks: Sequence[Hook]) -> list[Hook]:
 def match_budget(match_hooks: Sequence[Hook], counters: Mapping[str, Counter]) -> list[int]:
     """How many matches of each hook the next scan should look for (0: exhausted, skipped).
     A budget of all zeros means no line needs reading at all."""
-    return [scan_budget(counters.get(h.name, Counter()), h.max_spawns) for h in match_hooks]
+    return [
+        scan_budget(counters.get(h.name, Counter()), h.max_spawns)
+        # A repeat that joins a thread does not use up max_spawns: keep looking for them.
+        if h.dedup is None
+        else DEDUP_SCAN_BUDGET
+        for h in match_hooks
+    ]
 
 
 def archived_after(archived: int, read_to: int, restarted: bool) -> int:

@@ -217,10 +217,21 @@ def thread_table(
     return table(headers, body)
 
 
+def fire_outcome(f: FireRecord) -> str:
+    """What came of a fire, as `fires` says it."""
+    if f.spawned:
+        return f"spawned {thread_ref(f.thread_id)}"
+    if f.reason == "deduplicated" and f.thread_id is not None:
+        return f"deduplicated into {thread_ref(f.thread_id)}"
+    if f.reason == "cooldown" and f.thread_id is not None:
+        return f"cooldown after {thread_ref(f.thread_id)}"
+    return f"refused: {f.reason}"
+
+
 def fire_table(rows: Sequence[FireRecord]) -> str:
     body = []
     for f in rows:
-        outcome = f"spawned {thread_ref(f.thread_id)}" if f.spawned else f"refused: {f.reason}"
+        outcome = fire_outcome(f)
         body.append(
             [
                 str(f.id),

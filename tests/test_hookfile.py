@@ -240,7 +240,7 @@ BAD = [
         HOOK + "    on_exits: {exit_codes: [1]}\n    on_exit:\n    instructions: x\n",
         "h.yaml:3: unknown key 'on_exits' in hooks[0]; did you mean 'on_exit'? (known: name, "
         "on_exit, on_output_match, on_timeout, on_crash_loop, on_silence, on_schedule, "
-        "on_resource, instructions, max_spawns)",
+        "on_resource, instructions, max_spawns, dedup, agent)",
     ),
     (
         HOOK + "    on_exit:\n    instructions: x\n    max_spawns: yes\n",
