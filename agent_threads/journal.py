@@ -5,13 +5,14 @@ a thread a person cancelled raises ThreadStopped) live in state.entries and stat
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent_threads.transcript import Body, Entry, decode
 from state import entries as entry_store
 from state import threads as thread_store
 from state.db import Store
+from state.outbox import ActionWrite
 from state.threads import ThreadRecord, ThreadStatus
 from supervise.errors import StateError
 
@@ -66,9 +67,15 @@ class Journal:
         thread_store.record_model(self.store, self.thread_id, name)
 
     def finish(
-        self, status: ThreadStatus, *, error: str | None = None, waiting: str | None = None
+        self,
+        status: ThreadStatus,
+        *,
+        error: str | None = None,
+        waiting: str | None = None,
+        actions: Sequence[ActionWrite] = (),
     ) -> bool:
-        """Move a running thread to `status`; False if someone else already moved it."""
+        """Move a running thread to `status` (with `actions`, its notifications); False if
+        someone else already moved it."""
         return thread_store.finish_thread(
             self.store,
             self.thread_id,
@@ -76,4 +83,5 @@ class Journal:
             self.clock(),
             error=error and self.redact(error),
             waiting=waiting,
+            actions=actions,
         )

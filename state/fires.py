@@ -13,6 +13,7 @@ is recorded there too (state/runs.py), so an exit is restarted once, whenever th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
@@ -23,6 +24,7 @@ from sqlalchemy.engine import Connection, Row
 from state import tables as t
 from state.counters import Counter, counters_in, save_counters
 from state.db import Store
+from state.outbox import ActionWrite, insert_actions
 from state.processes import ProcessEnd, TailState
 from state.ratelimit import Rate
 from state.runs import NextRun, RunHistory, history_in, insert_next_run
@@ -66,6 +68,7 @@ class FireWrite:
     exit_code: int | None = None
     reason: str | None = None  # why it was refused
     thread: NewThread | None = None
+    actions: tuple[ActionWrite, ...] = ()  # the outbox rows it makes (notify, run, restart)
 
     @property
     def spawned(self) -> bool:
@@ -79,12 +82,14 @@ class PlanInput:
     depth: int  # the process's depth: its threads run at depth + 1
     counters: Mapping[str, Counter]  # by hook
     recorded: frozenset[str]  # the keys, of those asked about, that are already fires
+    end_state: str | None = None  # `crash-loop`: the restart planner gave up on this end
 
 
 @dataclass(frozen=True, slots=True)
 class FirePlan:
     writes: Sequence[FireWrite]
     counters: Mapping[str, Counter]  # every hook's counter after the writes
+    actions: Sequence[ActionWrite] = ()  # outbox rows of no fire (a crash loop's notice)
 
 
 # Run inside the transaction, maybe more than once (a retried PostgreSQL transaction): it
@@ -202,12 +207,16 @@ def commit_fires(
                 conn.execute(_UPDATE, {"b_id": process_id, "state": after.state})
         counters = counters_in(conn, process_id)
         fires: list[FireRecord] = []
-        if keys:
-            recorded = frozenset(conn.execute(_RECORDED, {"keys": list(keys)}).scalars())
-            plan = planner(PlanInput(depth, dict(counters), recorded))
+        # A crash loop is planned even without on_crash_loop hooks: it may notify.
+        if keys or after.state is not None:
+            recorded = frozenset(
+                conn.execute(_RECORDED, {"keys": list(keys)}).scalars() if keys else ()
+            )
+            plan = planner(PlanInput(depth, dict(counters), recorded, after.state))
             changed = {h: c for h, c in plan.counters.items() if counters.get(h) != c}
             save_counters(conn, process_id, changed)
             fires = [_write(conn, process_id, w, rate) for w in plan.writes]
+            insert_actions(conn, plan.actions, time.time())
             counters = {**counters, **plan.counters}
         next_id = None
         if after.next_run is not None:
@@ -246,6 +255,7 @@ def _write(conn: Connection, process_id: int, w: FireWrite, rate: Rate) -> FireR
         "reason": w.reason,
     }
     row = conn.execute(_INSERT, values).one()
+    insert_actions(conn, w.actions, time.time(), fire_id=row.id)
     if w.thread is None:
         return FireRecord.from_row(row)
     new = replace(w.thread, process_id=process_id, fire_id=row.id)

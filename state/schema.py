@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from state import tables as t
 from supervise.errors import StateError
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 8
 
 
 def _runs(conn: Connection) -> None:

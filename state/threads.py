@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection, Row
 
 from state import tables as t
 from state.db import Store
+from state.outbox import ActionWrite, insert_actions
 from state.ratelimit import Rate, not_before
 
 ThreadStatus = Literal["queued", "running", "waiting_approval", "completed", "failed", "cancelled"]
@@ -270,13 +271,17 @@ def finish_thread(
     *,
     error: str | None = None,
     waiting: str | None = None,
+    actions: Sequence[ActionWrite] = (),
 ) -> bool:
-    """Move a running thread to `status`; False if someone else already moved it (a person
-    cancelled it)."""
+    """Move a running thread to `status`, recording `actions` (its notifications) in the
+    same transaction; False if someone else already moved it (a person cancelled it)."""
     ended = now if status in TERMINAL else None
     values = {"b_id": thread_id, "b_status": status, "b_error": error, "b_waiting": waiting}
     with store.write() as conn:
-        return conn.execute(_FINISH, {**values, "b_ended_at": ended}).rowcount > 0
+        moved = conn.execute(_FINISH, {**values, "b_ended_at": ended}).rowcount > 0
+        if moved:  # its notifications go with the move, or not at all
+            insert_actions(conn, actions, now)
+        return moved
 
 
 def fail_thread(store: Store, thread_id: int, error: str, now: float) -> bool:

@@ -59,6 +59,7 @@ from supervisor import restarts, wakes
 from supervisor.coalesce import next_gap, read_delay
 from supervisor.daemonlock import DaemonLock
 from supervisor.ending import NOT_STARTED
+from supervisor.firing import Outcome
 from supervisor.inotify import (
     IN_CLOSE_WRITE,
     IN_CREATE,
@@ -74,6 +75,8 @@ from supervisor.inotify import (
     Inotify,
 )
 from supervisor.launch import launched, start_run
+from supervisor.notices import Route, ThreadNotices
+from supervisor.outbox import Outbox
 from supervisor.redaction import RedactingFilter, make_redact
 from supervisor.threadhost import ThreadHost
 from supervisor.tracker import RUN_DIR_GONE, StepResult, Tracker, lose_unknown
@@ -109,12 +112,23 @@ class Daemon:
         self.paths = paths
         self.settings = settings
         host = ThreadHost(store, paths, settings, env)
-        runner = ThreadRunner(store, host.prepare, redact=make_redact(env), clock=clock)
+        self.route = Route.of(settings.notify)
+        runner = ThreadRunner(
+            store,
+            host.prepare,
+            redact=make_redact(env),
+            clock=clock,
+            notices=ThreadNotices(store, self.route),
+        )
+        self.outbox = Outbox(
+            store, paths, settings.notify, env=env, restarted=self.enqueue, clock=clock
+        )
 
         async def run_thread(thread_id: int, resumed: bool) -> None:
             try:
                 await runner.run(thread_id, resumed)
             finally:
+                self.outbox.poke()  # its approval or end may notify
                 self._thread_ended()
 
         self.dispatcher = Dispatcher(
@@ -177,6 +191,7 @@ class Daemon:
                 with anyio.move_on_after(CATCH_UP_S):
                     await self.caught_up.wait()
                 await tg.start(self.dispatcher.serve)
+                tg.start_soon(self.outbox.serve)
                 task_status.started()
                 log.info("daemon ready on %s (pid %d)", self.paths.home, os.getpid())
         finally:
@@ -472,6 +487,7 @@ class Daemon:
                     clock=self.clock,
                     max_log_bytes=self.max_log_bytes,
                     counters=self.prefetched_counters.pop(pid, None),
+                    route=self.route,
                 )
             except FileNotFoundError:
                 if row.state == "running" and not self.paths.run_dir(pid).is_dir():
@@ -554,16 +570,15 @@ class Daemon:
         return False
 
     def _after(self, pid: int, res: StepResult) -> None:
+        if any(o.recorded for o in res.outcomes) or res.decision is not None:
+            self.outbox.poke()  # their actions and notifications
         if self._after_restart(pid, res):
             return
         if not res.ended:
             self._settle_output(pid, res)
         if any(o.spawned for o in res.outcomes):
             self.dispatcher.poke()
-        for o in res.outcomes:
-            if o.recorded:
-                what = f"spawned thread t{o.thread_id}" if o.spawned else f"refused ({o.reason})"
-                log.info("process %d: hook %s (%s) fired: %s", pid, o.hook, o.trigger, what)
+        _log_outcomes(pid, res.outcomes)
         if res.ended:
             self._forget(pid)
             return
@@ -643,6 +658,15 @@ class Daemon:
         finally:
             anyio.notify_closing(fd)
             os.close(fd)
+
+
+def _log_outcomes(pid: int, outcomes: list[Outcome]) -> None:
+    for o in outcomes:
+        if o.recorded:
+            what = f"spawned thread t{o.thread_id}" if o.spawned else f"refused ({o.reason})"
+            if not o.spawned and o.reason is None:
+                what = "no agent; its actions follow"
+            log.info("process %d: hook %s (%s) fired: %s", pid, o.hook, o.trigger, what)
 
 
 def _raise_fd_limit() -> None:

@@ -19,6 +19,7 @@ from state import fires
 from state.counters import Counter
 from state.db import Store
 from state.fires import FirePlan, FireWrite, PlanInput, RestartPlan
+from state.outbox import ActionWrite
 from state.processes import ProcessEnd, TailState
 from state.runs import NextRun, RunHistory, RunRow
 from state.threads import NewThread
@@ -26,6 +27,7 @@ from supervisor import restarts
 from supervisor.ending import RUN_DIR_GONE
 from supervisor.hookspec import Hook, Limits
 from supervisor.limits import Verdict, decide
+from supervisor.notices import ProcessFacts, Route, crash_loop_actions, fire_actions
 from supervisor.redaction import redact_text
 from supervisor.restarts import CrashLoop, Decision, Restart, RestartSpec, RunFact
 from supervisor.triggers import FireKey
@@ -74,6 +76,14 @@ class RestartStep:
     spec: RestartSpec | None  # the process's policy (None: `no`)
     crash_keys: Sequence[FireKey]  # the on_crash_loop fires a crash loop would make
     crash_events: Callable[[CrashLoop], list[FireEvent]]  # ... and the fires themselves
+
+
+@dataclass(frozen=True)
+class Notify:
+    """Whom a process's fires and crash loop tell, and how they name it (notices.py)."""
+
+    proc: ProcessFacts
+    route: Route
 
 
 @dataclass(frozen=True)
@@ -126,6 +136,7 @@ def commit_fires(
     tail: TailState | None = None,
     end: ProcessEnd | None = None,
     redact: Callable[[str], str] = redact_text,
+    notify: Notify | None = None,
 ) -> tuple[list[Outcome], dict[str, Counter]]:
     """Apply the limits to `events` and record everything in one transaction.
 
@@ -155,6 +166,7 @@ def commit_fires(
         tail=tail,
         end=end,
         redact=redact,
+        notify=notify,
     )
     return done.outcomes, done.counters
 
@@ -170,6 +182,7 @@ def commit_end(
     end: ProcessEnd | None = None,
     redact: Callable[[str], str] = redact_text,
     restart: RestartStep | None = None,
+    notify: Notify | None = None,
 ) -> EndCommitted:
     """`commit_fires`, and with an end and a `restart` step, what follows it: the next run
     recorded, or a crash loop with its on_crash_loop fires, in the same transaction."""
@@ -191,9 +204,12 @@ def commit_end(
             todo = masked + [_masked(ev, redact) for ev in restart.crash_events(decided[0])]
         # A thread is created when this commits, whenever its trigger happened (an exit found
         # at a restart): its created_at, and the rate limiter's window, count from now.
-        planned = _plan(todo, given, limits, time.time())
+        planned = _plan(todo, given, limits, time.time(), notify)
         outcomes.extend(planned.outcomes)
-        return FirePlan(planned.writes, planned.counters)
+        loop: tuple[ActionWrite, ...] = ()
+        if notify is not None and decided and isinstance(decided[0], CrashLoop):
+            loop = crash_loop_actions(notify.proc, notify.route, decided[0].text())
+        return FirePlan(planned.writes, planned.counters, loop)
 
     keys = [ev.key.text for ev in masked]  # the key's text is what the database holds
     if restart is not None:
@@ -226,7 +242,13 @@ class _Planned:
     counters: dict[str, Counter]
 
 
-def _plan(events: Sequence[FireEvent], given: PlanInput, limits: Limits, now: float) -> _Planned:
+def _plan(
+    events: Sequence[FireEvent],
+    given: PlanInput,
+    limits: Limits,
+    now: float,
+    notify: Notify | None = None,
+) -> _Planned:
     """What each event becomes, given the counters and the keys already recorded. Pure but
     for the fence token the prompt draws."""
     counters = dict(given.counters)
@@ -249,12 +271,34 @@ def _plan(events: Sequence[FireEvent], given: PlanInput, limits: Limits, now: fl
             outcomes.append(Outcome(name, trigger, False, reason, None, False, ev.key))
             continue
         seen.add(ev.key.text)
-        thread = _new_thread(ev, given.depth, now) if verdict == "spawn" else None
+        # A hook with no instructions has no agent: its fire only acts.
+        spawns = verdict == "spawn" and ev.hook.spawns_thread
+        thread = _new_thread(ev, given.depth, now) if spawns else None
+        actions = _actions(ev, notify, spawns) if verdict == "spawn" else ()
         writes.append(
-            FireWrite(ev.key.text, name, trigger, ev.at, ev.detail, ev.exit_code, reason, thread)
+            FireWrite(
+                ev.key.text, name, trigger, ev.at, ev.detail, ev.exit_code, reason, thread, actions
+            )
         )
         outcomes.append(Outcome(name, trigger, thread is not None, reason, None, True, ev.key))
     return _Planned(outcomes, writes, counters)
+
+
+def _actions(ev: FireEvent, notify: Notify | None, spawns: bool) -> tuple[ActionWrite, ...]:
+    """A fire's actions: its hook's own `run:` and `restart:` even without settings."""
+    if notify is None:
+        return ()
+    return fire_actions(
+        ev.hook,
+        notify.proc,
+        notify.route,
+        detail=ev.detail,
+        exit_code=ev.exit_code,
+        matched_line=ev.facts.matched_line,
+        tail=ev.facts.output_tail,
+        spawns=spawns,
+        at=ev.at,
+    )
 
 
 def _new_thread(ev: FireEvent, depth: int, now: float) -> NewThread:

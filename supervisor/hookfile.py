@@ -30,6 +30,7 @@ from agent_threads.problems import (
     where,
 )
 from supervise.errors import HookFileError
+from supervisor.hookactions import ACTION_KEYS, check_actions
 from supervisor.hookspec import (
     FileWarning,
     Hook,
@@ -58,7 +59,7 @@ __all__ = [
 ]
 _TOP_KEYS = ("purpose", "context", "hooks", "agent", "limits", "restart", "env_file")
 _TRIGGERS = ("on_exit", "on_output_match", "on_timeout", "on_crash_loop")
-_HOOK_KEYS = ("name", *_TRIGGERS, "instructions", "max_spawns")
+_HOOK_KEYS = ("name", *_TRIGGERS, "instructions", "max_spawns", *ACTION_KEYS)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -391,13 +392,23 @@ def _check_hook(item: Any, path: KeyPath, r: _Report) -> Hook | None:
     trigger = _check_trigger(item, path, r)
     fix = "write instructions: what the spawned thread should do"
     instructions = _text(item, (*path, "instructions"), r, fix)
-    if item.get("instructions") is None:
-        r.add(path, f"{where(path)} has no instructions; {fix}")
+    actions = check_actions(item, path, r)
+    if item.get("instructions") is None and not actions.any:
+        also = "; or give it an action: notify: TARGET, run: COMMAND or restart: true"
+        r.add(path, f"{where(path)} has no instructions and no action; {fix}{also}")
     max_spawns = r.count(item, (*path, "max_spawns"), low=1, eg=1)
-    if len(r.found) > before or trigger is None or instructions is None:
+    if len(r.found) > before or trigger is None:
         return None
     name = name or f"{trigger_kind(trigger)}-{int(path[-1]) + 1}"
-    return Hook(name, trigger, instructions, 1 if max_spawns is None else max_spawns)
+    return Hook(
+        name,
+        trigger,
+        instructions or "",  # none: no agent, the hook only acts
+        1 if max_spawns is None else max_spawns,
+        notify=actions.notify,
+        run=actions.run,
+        restart=actions.restart,
+    )
 
 
 def _check_trigger(item: Mapping[str, Any], path: KeyPath, r: _Report) -> Trigger | None:

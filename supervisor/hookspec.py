@@ -13,6 +13,7 @@ from agent_threads.config import AgentConfig
 from agent_threads.problems import ConfigWarning, dotted
 from state.ratelimit import DEFAULT_RATE as DEFAULT_RATE  # re-exported: hook files' limits
 from state.ratelimit import Rate as Rate
+from supervisor.hookactions import RunCommand, actions_from_json, actions_json
 from supervisor.restarts import RestartSpec
 
 TriggerKind = Literal["on_exit", "on_output_match", "on_timeout", "on_crash_loop"]
@@ -105,12 +106,21 @@ class Hook:
 
     name: str
     trigger: Trigger
-    instructions: str
+    instructions: str  # "": no agent; the hook only acts (notify, run, restart)
     max_spawns: int = 1
+    # Actions (supervisor/hookactions.py): done after the fire is committed, once each.
+    notify: tuple[str, ...] = ()  # target names from the settings file's [notify.targets]
+    run: RunCommand | None = None
+    restart: bool = False
 
     @property
     def kind(self) -> TriggerKind:
         return trigger_kind(self.trigger)
+
+    @property
+    def spawns_thread(self) -> bool:
+        """A hook without instructions has no agent: its fires only act."""
+        return bool(self.instructions)
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any]
@@ -125,12 +135,13 @@ class Hook:
             body = {}
         else:
             body = {"seconds": self.trigger.seconds}
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             self.kind: body,
             "instructions": self.instructions,
             "max_spawns": self.max_spawns,
         }
+        return {**out, **actions_json(self.notify, self.run, self.restart)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Hook:
@@ -147,7 +158,16 @@ class Hook:
             trigger = OnCrashLoop()
         else:
             trigger = OnTimeout(float(data["on_timeout"]["seconds"]))
-        return cls(str(data["name"]), trigger, str(data["instructions"]), int(data["max_spawns"]))
+        notify, run, restart = actions_from_json(data)
+        return cls(
+            str(data["name"]),
+            trigger,
+            str(data.get("instructions") or ""),
+            int(data["max_spawns"]),
+            notify=notify,
+            run=run,
+            restart=restart,
+        )
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,12 @@ from supervisor import clocks, ending, triggers
 from supervisor.ending import RUN_DIR_GONE as RUN_DIR_GONE  # re-exported: the daemon's
 from supervisor.ending import STARTING_GRACE_S as STARTING_GRACE_S
 from supervisor.ending import End, LostReason
-from supervisor.firing import FireEvent, Outcome, RestartStep, commit_end, commit_fires
+from supervisor.firing import FireEvent, Notify, Outcome, RestartStep, commit_end, commit_fires
 from supervisor.hookspec import Hook, Limits, OnExit, OnOutputMatch
 from supervisor.identity import boot_id, is_same, start_time
 from supervisor.logcap import DEFAULT_MAX_LOG_BYTES, cap_due, plan_punch, punch
 from supervisor.matching import Matcher
+from supervisor.notices import ProcessFacts, Route
 from supervisor.redaction import make_redact, redact_text
 from supervisor.restarts import CrashLoop, Decision
 from supervisor.rundir import ExitRecord, RunDir
@@ -81,6 +82,7 @@ class Tracker:
         instant: Callable[[], clocks.Instant] = clocks.now,
         max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
         counters: dict[str, Counter] | None = None,
+        route: Route | None = None,
     ) -> None:
         self.id = row.id
         self.store = store
@@ -94,6 +96,10 @@ class Tracker:
         else:
             spec = RunSpec.from_text(self.run.read_spec(), str(self.run.spec))
         self.env_key = row.env_key
+        # Whom its fires tell; a hook's own run: and restart: act with no settings at all.
+        self.notify = Notify(
+            ProcessFacts(row.id, row.name, row.cwd, str(self.run.output)), route or Route()
+        )
         self._redact: Callable[[str], str] | None = None
         self.hooks = spec.hooks
         self.command = row.command
@@ -446,6 +452,7 @@ class Tracker:
             # A crash loop's fires, made in the transaction, may quote the output too.
             redact=self._redactor() if events or restart else redact_text,
             restart=restart,
+            notify=self.notify,
         )
         outcomes, self.counters = done.outcomes, done.counters
         if done.decision is not None:
