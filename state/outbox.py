@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import bindparam, func, inspect, select, update
 from sqlalchemy.engine import Connection, Row
 
 from state import tables as t
@@ -116,6 +116,8 @@ def list_actions(store: Store, limit: int | None = None) -> list[ActionRecord]:
     if limit is not None:
         query = query.limit(limit)
     with store.read() as conn:
+        if not inspect(conn).has_table("action"):  # a database no daemon of schema 8 opened
+            return []
         return [ActionRecord.from_row(r) for r in reversed(conn.execute(query).all())]
 
 

@@ -235,6 +235,10 @@ def _parser() -> argparse.ArgumentParser:
         "--process", metavar="ID|NAME", help="only this process's fires (every run of it)"
     )
 
+    from supervisor.notifycli import add_parsers as notify_parsers
+
+    notify_parsers(sub)
+
     pr = sub.add_parser(
         "prune",
         help="remove ended runs' records and run dirs, by age or count",
@@ -522,6 +526,10 @@ COMMANDS: dict[str, Any] = {
     "stop": cmd_stop,
     "restart": cmd_restart,
     "fires": cmd_fires,
+    "notifications": lambda a, p, s: __import__("supervisor.notifycli").notifycli.cmd_notifications(
+        a, p, s
+    ),
+    "notify": lambda a, p, s: __import__("supervisor.notifycli").notifycli.cmd_notify(a, p, s),
     "prune": lambda a, p, s: __import__("supervisor.pruning").pruning.cmd_prune(a, p, s),
     "hooks": cmd_hooks,
     "examples": cmd_examples,
@@ -535,7 +543,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Once, for the whole command: a bad setting is an error whatever the command.
         settings = load_settings(model=args.model, hook_settings=args.settings)
         paths = StatePaths(settings.home)
-        if args.command not in ("hooks", "examples"):  # the two that never read the state
+        if args.command not in ("hooks", "examples", "notify"):  # those that never read the state
             paths.ensure()
         return int(COMMANDS[args.command](args, paths, settings))
     except SuperviseError as exc:

@@ -716,3 +716,4 @@ def configure_logging(level: int = logging.INFO, env: Mapping[str, str] | None =
     # Their per-batch chatter would drown ours.
     logging.getLogger("watchfiles").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # request lines: noise in our log
+    logging.getLogger("apprise").setLevel(logging.WARNING)  # each send: our outbox says it

@@ -221,6 +221,8 @@ def fire_table(rows: Sequence[FireRecord]) -> str:
     body = []
     for f in rows:
         outcome = f"spawned {thread_ref(f.thread_id)}" if f.spawned else f"refused: {f.reason}"
+        if not f.spawned and f.reason is None:
+            outcome = "acted (no agent)"  # a hook without instructions: notify, run, restart
         body.append(
             [
                 str(f.id),
