@@ -477,14 +477,14 @@ def cmd_fires(args: argparse.Namespace, paths: StatePaths, settings: Settings) -
     return 0
 
 
-def cmd_hooks(args: argparse.Namespace, _paths: StatePaths, _settings: Settings) -> int:
+def cmd_hooks(args: argparse.Namespace, _paths: StatePaths, settings: Settings) -> int:
     if args.hooks_command == "test":
         from supervisor.hooktest import cmd_hooks_test
 
         return cmd_hooks_test(args)
     from supervisor.hookcheck import cmd_hooks_check
 
-    return cmd_hooks_check(args)
+    return cmd_hooks_check(args, settings.notify.targets)
 
 
 def cmd_examples(args: argparse.Namespace, paths: StatePaths, _settings: Settings) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -63,10 +63,16 @@ _HOOK_KEYS = ("name", *_TRIGGERS, "instructions", "max_spawns", *ACTION_KEYS)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def load_hook_file(path: str | Path, *, read_env_files: bool = True) -> HookFile:
+def load_hook_file(
+    path: str | Path,
+    *,
+    read_env_files: bool = True,
+    notify_targets: Collection[str] | None = None,
+) -> HookFile:
     """Read and validate one hook file; the format follows the extension. `read_env_files`
     False leaves `env_file:` unread (a thread's RunProcess refuses it: the daemon must not
-    read a file the thread's sandbox keeps from it).
+    read a file the thread's sandbox keeps from it). `notify_targets`: the targets the
+    settings file defines; a `notify:` naming another is an error (None: not checked).
 
     Raises:
         HookFileError: listing every problem, each as `FILE:LINE: what; how to fix it`.
@@ -75,9 +81,32 @@ def load_hook_file(path: str | Path, *, read_env_files: bool = True) -> HookFile
     _check_extension(name)
     text = read_utf8(Path(path), name, "hook file")
     hf, locate = _parse(text, name)
+    if notify_targets is not None:
+        check_notify_targets(hf, notify_targets, locate)
     if read_env_files:
         hf = _anchor_env_files(hf, Path(path), locate)
     return _anchor_plugins(_anchor_script(hf, Path(path)), Path(path), locate)
+
+
+def check_notify_targets(hf: HookFile, known: Collection[str], locate: _Locate) -> None:
+    """Each hook's `notify:` names a target of the settings file.
+
+    Raises:
+        HookFileError: one problem per unknown name, at its line.
+    """
+    problems = []
+    for i, hook in enumerate(hf.hooks):  # no problem found: hooks[i] is the file's hooks[i]
+        for name in hook.notify:
+            if name not in known:
+                _, at = locate(("hooks", i, "notify"))
+                have = ", ".join(sorted(known)) or "none defined"
+                problems.append(
+                    f"{at}: hooks[{i}].notify: no target {name!r} in the settings file's "
+                    f"[notify.targets] ({have}); define it there, e.g. {name} = "
+                    '"ntfy://ntfy.sh/TOPIC", or fix the name'
+                )
+    if problems:
+        raise HookFileError(problems)
 
 
 def _anchor_env_files(hf: HookFile, path: Path, locate: _Locate) -> HookFile:
