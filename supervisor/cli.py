@@ -526,9 +526,6 @@ COMMANDS: dict[str, Any] = {
     "stop": cmd_stop,
     "restart": cmd_restart,
     "fires": cmd_fires,
-    "notifications": lambda a, p, s: __import__("supervisor.notifycli").notifycli.cmd_notifications(
-        a, p, s
-    ),
     "notify": lambda a, p, s: __import__("supervisor.notifycli").notifycli.cmd_notify(a, p, s),
     "prune": lambda a, p, s: __import__("supervisor.pruning").pruning.cmd_prune(a, p, s),
     "hooks": cmd_hooks,

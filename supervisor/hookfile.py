@@ -423,8 +423,8 @@ def _check_hook(item: Any, path: KeyPath, r: _Report) -> Hook | None:
     instructions = _text(item, (*path, "instructions"), r, fix)
     actions = check_actions(item, path, r)
     if item.get("instructions") is None and not actions.any:
-        also = "; or give it an action: notify: TARGET, run: COMMAND or restart: true"
-        r.add(path, f"{where(path)} has no instructions and no action; {fix}{also}")
+        also = "; or give the hook an action instead: notify: TARGET, run: COMMAND or restart: true"
+        r.add(path, f"{where(path)} has no instructions; {fix}{also}")
     max_spawns = r.count(item, (*path, "max_spawns"), low=1, eg=1)
     if len(r.found) > before or trigger is None:
         return None

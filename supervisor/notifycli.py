@@ -1,5 +1,5 @@
-"""`supervise notifications` (the outbox: every notification and hook action, how it went)
-and `supervise notify test TARGET` / `supervise notify targets`."""
+"""`supervise notify list` (the outbox: every notification and hook action, how it went),
+`supervise notify test TARGET` and `supervise notify targets`."""
 
 from __future__ import annotations
 
@@ -16,23 +16,25 @@ from supervisor.redaction import redact_text
 
 
 def add_parsers(sub: Any) -> None:
-    """The two commands' parsers, on the CLI's subparsers."""
-    nt = sub.add_parser(
-        "notifications",
-        help="hook actions and notifications: sent, pending, failed",
+    """`notify` and its subcommands, on the CLI's subparsers."""
+    nf = sub.add_parser(
+        "notify",
+        help="notifications and hook actions: list them, the targets, a test message",
+        description="Notifications go to the targets of the settings file's [notify.targets] "
+        "(Apprise URLs), named by hooks (notify: ops) and by [notify] default for the events "
+        "in [notify] on.",
+    )
+    nsub = nf.add_subparsers(dest="notify_command", metavar="SUBCOMMAND", required=True)
+    ls = nsub.add_parser(
+        "list",
+        help="every notification and hook action, and how it went",
         description="Every notification (a hook fired, a thread needs approval or finished, a "
         "crash loop) and every hook action (run:, restart:), oldest first: its event, target, "
         "status (pending, running, done, failed), attempts, last error and result. Target "
         "URLs are never shown; their names are.",
     )
-    nt.add_argument("--json", action="store_true", help="a JSON list of them")
-    nt.add_argument("--last", type=int, metavar="N", help="only the newest N")
-    nf = sub.add_parser(
-        "notify",
-        help="notification targets: list them, send a test message",
-        description="The targets of the settings file's [notify.targets] (Apprise URLs).",
-    )
-    nsub = nf.add_subparsers(dest="notify_command", metavar="SUBCOMMAND", required=True)
+    ls.add_argument("--json", action="store_true", help="a JSON list of them")
+    ls.add_argument("--last", type=int, metavar="N", help="only the newest N")
     tst = nsub.add_parser(
         "test",
         help="send a test message to a target now",
@@ -68,7 +70,7 @@ def action_json(a: ActionRecord) -> dict[str, Any]:
     }
 
 
-def cmd_notifications(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
+def cmd_list(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
     from state.db import open_state_store
     from state.outbox import list_actions
     from supervisor.views import iso, table
@@ -108,9 +110,12 @@ def cmd_notifications(args: argparse.Namespace, paths: StatePaths, settings: Set
     return 0
 
 
-def cmd_notify(args: argparse.Namespace, _paths: StatePaths, settings: Settings) -> int:
+def cmd_notify(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> int:
     from supervisor.notifysend import mask_url, send
 
+    if args.notify_command == "list":
+        paths.ensure()
+        return cmd_list(args, paths, settings)
     targets = settings.notify.targets
     if args.notify_command == "targets":
         if not targets:

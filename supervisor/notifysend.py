@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from supervisor.redaction import redact_text
 
-_USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
+_USERINFO = re.compile(r"^[^/@\s]*@")
 
 
 def mask_url(url: str) -> str:

@@ -298,10 +298,3 @@ class Outbox:
         except SuperviseError as exc:
             return f"asked to restart; {exc}", None
         return f"stopped run {row.run_no}; its end records the next run", None
-
-
-def masked_targets(settings: NotifySettings) -> dict[str, list[str]]:
-    """The targets as `notifications --targets` shows them: URLs masked."""
-    from supervisor.notifysend import mask_url
-
-    return {name: [mask_url(u) for u in urls] for name, urls in settings.targets.items()}

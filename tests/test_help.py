@@ -30,6 +30,9 @@ HELP = Path(__file__).parent / "help"
         (["fires"], "supervise-fires.txt"),
         (["prune"], "supervise-prune.txt"),
         (["completion"], "supervise-completion.txt"),
+        (["notify"], "supervise-notify.txt"),
+        (["notify", "list"], "supervise-notify-list.txt"),
+        (["notify", "test"], "supervise-notify-test.txt"),
     ],
 )
 def test_help_matches_the_recorded_text(args: list[str], name: str) -> None:

@@ -48,7 +48,7 @@ class Webhook:
 @contextlib.contextmanager
 def serve(hook: Webhook) -> Iterator[Webhook]:
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        def do_POST(self) -> None:
             size = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(size).decode()
             if hook.hang:
