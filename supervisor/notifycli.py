@@ -6,13 +6,15 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from state.outbox import ActionRecord
 from state.paths import StatePaths
 from state.settings import Settings
 from supervise.errors import SuperviseError, UserError
 from supervisor.redaction import redact_text
+
+if TYPE_CHECKING:  # the parsers are built for every command: no database code at import
+    from state.outbox import ActionRecord
 
 
 def add_parsers(sub: Any) -> None:
