@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_core import Home  # noqa: E402  # bench/ is not a package
+from bench_core import Home  # bench/ is not a package
 
 CHILD = "exit 1"
 
