@@ -49,9 +49,12 @@ def plan_sends(due: Sequence[int], sent: Sequence[float], rate: Rate, now: float
 
 
 def coalesced(titles: Sequence[str], bodies: Sequence[str]) -> tuple[str, str]:
-    """One message for several events: the first in full, the others by their title."""
+    """One message for several events: the first in full, the others by their first line
+    (what happened: the hook, the process, the matched line or exit)."""
     more = len(titles) - 1
     title = f"{titles[0]} (and {more} more event{'s' if more != 1 else ''})"
-    others = "\n".join(f"- {t}" for t in titles[1:])
+    others = "\n".join(
+        f"- {(b.splitlines() or [t])[0]}" for t, b in zip(titles[1:], bodies[1:], strict=True)
+    )
     body = f"{bodies[0]}\n\n{more} more event{'s' if more != 1 else ''} (rate limit):\n{others}"
     return title, body

@@ -70,7 +70,12 @@ class Outbox:
     async def serve(self) -> None:
         failed = await anyio.to_thread.run_sync(outbox.interrupted, self.store, self.clock())
         for row in failed:
-            log.warning("action %d (run for process %s): %s", row.id, row.process_id, "not rerun")
+            log.warning(
+                "action %d (%s, process %s): the daemon stopped while it ran; not run again",
+                row.id,
+                row.title,
+                row.process_id,
+            )
         async with anyio.create_task_group() as tg:
             while True:
                 self.wake = anyio.Event()

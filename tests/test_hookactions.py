@@ -138,7 +138,7 @@ def test_plan_sends_keeps_the_rate_and_coalesces_the_rest() -> None:
     assert plan_sends([1], [10.0, 60.0, 70.0], rate, 100.0).alone == (1,)  # 10.0 is out of it
     title, body = coalesced(["A", "B", "C"], ["body A", "body B", "body C"])
     assert title == "A (and 2 more events)"
-    assert body.startswith("body A") and "- B\n- C" in body
+    assert body.startswith("body A") and "- body B\n- body C" in body
 
 
 def test_retries_back_off_and_are_capped() -> None:

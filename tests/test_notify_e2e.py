@@ -296,3 +296,31 @@ def test_a_crash_loop_notifies_the_default_target(
     assert "it is no longer restarted" in post.fields["message"]
     assert "supervise restart" in post.fields["message"]
     assert env.wait_state(first, "crash-loop", "exited", "failed")
+
+
+def test_over_the_rate_the_rest_goes_as_one_message(
+    env: Env, start_daemon: Callable[..., Daemon], hook: Webhook
+) -> None:
+    settings(env, {"ops": hook.url()}, rate="2/minute")
+    hf = hooks(
+        env,
+        {"name": "err", "on_output_match": {"pattern": "^err"}, "notify": "ops", "max_spawns": 9},
+    )
+    # The daemon comes after the output: its first read finds the four lines at once.
+    env.extra["SUPERVISE_AUTOSTART"] = "0"
+    first = env.run_d(*py("print('err 1\\nerr 2\\nerr 3\\nerr 4', flush=True)"), hooks=hf)
+    output = env.home / "runs" / str(first["id"]) / "output.log"
+    wait_for(lambda: output.read_text(), lambda text: "err 4" in text, what="the output")
+    start_daemon()
+    rows = wait_actions(
+        env, lambda rs: len(rs) == 4 and all(r["status"] == "done" for r in rs), "all done"
+    )
+    posts = hook.wait(2)
+    time.sleep(0.3)  # a third message would have come by now
+    assert len(hook.posts) == 2  # the rate: two messages a minute, every event in them
+    assert "err 1" in posts[0].fields["message"]
+    assert posts[1].fields["title"].endswith("(and 2 more events)")
+    assert "err 2" in posts[1].fields["message"]
+    assert "err 3" in posts[1].fields["message"] and "err 4" in posts[1].fields["message"]
+    carried = [r for r in rows if r["batch"] is not None]
+    assert len(carried) == 2 and {r["batch"] for r in carried} == {rows[1]["id"]}
