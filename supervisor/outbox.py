@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 
 from state import outbox
 from state.db import Store
@@ -35,6 +36,7 @@ log = logging.getLogger("supervise.outbox")
 
 SEND_TIMEOUT_S = 30.0  # on top of Apprise's own socket timeouts: a target's URLs in turn
 IDLE_S = 60.0  # looked at this often even without news (a clock step, a missed poke)
+RETRY_S = 2.0  # after the outbox's own failure (a locked database): try again then
 TAIL_BYTES = 4000  # of a `run:` command's output, recorded
 STOP_GRACE_S = 10.0  # `restart: true` of a running process: SIGTERM, then SIGKILL after
 # What a `run:` command gets of the daemon's environment: not the model keys.
@@ -79,30 +81,40 @@ class Outbox:
         async with anyio.create_task_group() as tg:
             while True:
                 self.wake = anyio.Event()
-                due = await anyio.to_thread.run_sync(
-                    outbox.due_actions, self.store, self.clock(), sorted(self.in_hand)
-                )
-                by_target: dict[str, list[ActionRecord]] = {}
-                waiting: set[int] = set()  # due, but their target's task is still sending
-                for row in due:
-                    if row.action == "notify":
-                        if (row.target or "") in self.busy_targets:
-                            waiting.add(row.id)
-                        else:
-                            by_target.setdefault(row.target or "", []).append(row)
-                        continue
-                    self.in_hand.add(row.id)
-                    tg.start_soon(self._act, row)
-                for target, rows in by_target.items():
-                    self.busy_targets.add(target)
-                    self.in_hand.update(r.id for r in rows)
-                    tg.start_soon(self._notify_target, target, rows)
-                skip = sorted(self.in_hand | waiting)
-                nxt = await anyio.to_thread.run_sync(outbox.next_due, self.store, skip)
-                wait = IDLE_S if nxt is None else min(IDLE_S, nxt - self.clock())
+                try:
+                    wait = await self._dispatch(tg)
+                except Exception as exc:
+                    # A locked database, a full disk: the outbox waits, the daemon goes on.
+                    log.error("outbox: %s; trying again in %gs", exc, RETRY_S)
+                    wait = RETRY_S
                 if wait > 0:
                     with anyio.move_on_after(wait):
                         await self.wake.wait()
+
+    async def _dispatch(self, tg: TaskGroup) -> float:
+        """Start a task for each due action (one per target for notifications); returns
+        how long to wait for the next."""
+        due = await anyio.to_thread.run_sync(
+            outbox.due_actions, self.store, self.clock(), sorted(self.in_hand)
+        )
+        by_target: dict[str, list[ActionRecord]] = {}
+        waiting: set[int] = set()  # due, but their target's task is still sending
+        for row in due:
+            if row.action == "notify":
+                if (row.target or "") in self.busy_targets:
+                    waiting.add(row.id)
+                else:
+                    by_target.setdefault(row.target or "", []).append(row)
+                continue
+            self.in_hand.add(row.id)
+            tg.start_soon(self._act, row)
+        for target, rows in by_target.items():
+            self.busy_targets.add(target)
+            self.in_hand.update(r.id for r in rows)
+            tg.start_soon(self._notify_target, target, rows)
+        skip = sorted(self.in_hand | waiting)
+        nxt = await anyio.to_thread.run_sync(outbox.next_due, self.store, skip)
+        return IDLE_S if nxt is None else min(IDLE_S, nxt - self.clock())
 
     # -- notifications -----------------------------------------------------------------
 
@@ -110,7 +122,10 @@ class Outbox:
         try:
             await self._send_rows(target, rows)
         except Exception:
-            log.exception("notifications to %s: unexpected failure; retried later", target)
+            log.exception("notifications to %s: failed; trying again in %gs", target, RETRY_S)
+            with contextlib.suppress(Exception):  # not at once: the cause may persist
+                for row in rows:
+                    await self._settle(row.id, "pending", next_at=self.clock() + RETRY_S)
         finally:
             self.busy_targets.discard(target)
             self.in_hand.difference_update(r.id for r in rows)
