@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent_threads.transcript import AssistantReply, Body, Entry, decode
 from state import entries as entry_store
 from state import threads as thread_store
 from state.db import Store
+from state.outbox import ActionWrite
 from state.threads import ThreadRecord, ThreadStatus
 from supervise.errors import MessagesArrived, StateError
 
@@ -110,14 +111,20 @@ class Journal:
         thread_store.record_model(self.store, self.thread_id, name)
 
     def finish(
-        self, status: ThreadStatus, *, error: str | None = None, waiting: str | None = None
+        self,
+        status: ThreadStatus,
+        *,
+        error: str | None = None,
+        waiting: str | None = None,
+        actions: Sequence[ActionWrite] = (),
     ) -> bool:
-        """Move a running thread to `status`; False if someone else already moved it. A
-        thread completed with a message it has not seen is queued again (`requeued`)."""
+        """Move a running thread to `status` (with `actions`, its notifications); False if
+        someone else already moved it. A thread completed with a message it has not seen is
+        queued again (`requeued`), and its notifications are not sent: it has not finished."""
         self.requeued = False
         if status == "completed":
             got = thread_store.complete_unless_told(
-                self.store, self.thread_id, self.known, self.clock()
+                self.store, self.thread_id, self.known, self.clock(), actions=actions
             )
             self.requeued = got == "queued"
             return got is not None
@@ -128,4 +135,5 @@ class Journal:
             self.clock(),
             error=error and self.redact(error),
             waiting=waiting,
+            actions=actions,
         )

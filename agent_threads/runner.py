@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import anyio
 
 from agent_threads.journal import Journal, Redact
 from agent_threads.loop import LoopConfig, LoopEnd, run_loop
-from agent_threads.transcript import Note, UserText
+from agent_threads.transcript import Entry, Note, UserText
 from state.db import Store
+from state.outbox import ActionWrite
 from state.threads import ThreadRecord
 from supervise.errors import SuperviseError, ThreadStopped
 
@@ -40,6 +41,9 @@ class Prepared:
 
 
 Prepare = Callable[[ThreadRecord], Prepared]
+# What a thread's end (or wait for approval) is to tell people: outbox rows recorded with
+# the status it moves to, in one transaction (given the thread, how it ended, its entries).
+Notices = Callable[[ThreadRecord, LoopEnd, list[Entry]], Sequence[ActionWrite]]
 
 
 class ThreadRunner:
@@ -52,19 +56,28 @@ class ThreadRunner:
         *,
         redact: Redact = lambda s: s,
         clock: Callable[[], float] = time.time,
+        notices: Notices | None = None,
     ) -> None:
         self.store = store
         self.prepare = prepare
         self.redact = redact
         self.clock = clock
+        self.notices = notices
 
     async def run(self, thread_id: int, resumed: bool) -> None:
         journal = Journal(self.store, thread_id, redact=self.redact, clock=self.clock)
         try:
             end = await self._run(journal, resumed)
-            done = await anyio.to_thread.run_sync(
-                lambda: journal.finish(end.status, error=end.error, waiting=end.waiting)
-            )
+
+            def finish() -> bool:
+                actions: Sequence[ActionWrite] = ()
+                if self.notices is not None:
+                    actions = self.notices(journal.info(), end, journal.entries())
+                return journal.finish(
+                    end.status, error=end.error, waiting=end.waiting, actions=actions
+                )
+
+            done = await anyio.to_thread.run_sync(finish)
             if done and journal.requeued:
                 log.info("thread t%d: queued again for a message that came as it ended", thread_id)
             elif done:

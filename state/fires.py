@@ -13,6 +13,7 @@ is recorded there too (state/runs.py), so an exit is restarted once, whenever th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
@@ -23,6 +24,7 @@ from sqlalchemy.engine import Connection, Row
 from state import tables as t
 from state.counters import Counter, counters_in, save_counters
 from state.db import Store
+from state.outbox import ActionWrite, insert_actions
 from state.processes import ProcessEnd, TailState
 from state.ratelimit import Rate
 from state.repeats import SeenThread, seen_threads, tell_thread
@@ -79,6 +81,7 @@ class FireWrite:
     thread: NewThread | None = None
     join: JoinThread | None = None  # reason `deduplicated`: the thread it joins
     about_thread: int | None = None  # reason `cooldown`: the thread that ended just before
+    actions: tuple[ActionWrite, ...] = ()  # the outbox rows it makes (notify, run, restart)
 
     @property
     def spawned(self) -> bool:
@@ -94,12 +97,14 @@ class PlanInput:
     recorded: frozenset[str]  # the keys, of those asked about, that are already fires
     # By dedup key asked about: the latest thread of the process with it (none: absent).
     seen: Mapping[str, SeenThread] = field(default_factory=dict)
+    end_state: str | None = None  # `crash-loop`: the restart planner gave up on this end
 
 
 @dataclass(frozen=True, slots=True)
 class FirePlan:
     writes: Sequence[FireWrite]
     counters: Mapping[str, Counter]  # every hook's counter after the writes
+    actions: Sequence[ActionWrite] = ()  # outbox rows of no fire (a crash loop's notice)
 
 
 # Run inside the transaction, maybe more than once (a retried PostgreSQL transaction): it
@@ -220,16 +225,22 @@ def commit_fires(
                 conn.execute(_UPDATE, {"b_id": process_id, "state": after.state})
         counters = counters_in(conn, process_id)
         fires: list[FireRecord] = []
-        if keys:
-            recorded = frozenset(conn.execute(_RECORDED, {"keys": list(keys)}).scalars())
+        # A crash loop is planned even without on_crash_loop hooks: it may notify.
+        if keys or after.state is not None:
+            recorded = frozenset(
+                conn.execute(_RECORDED, {"keys": list(keys)}).scalars() if keys else ()
+            )
             seen = seen_threads(conn, process_id, dedup_keys)
-            plan = planner(PlanInput(depth, dict(counters), recorded, seen))
+            plan = planner(
+                PlanInput(depth, dict(counters), recorded, seen=seen, end_state=after.state)
+            )
             changed = {h: c for h, c in plan.counters.items() if counters.get(h) != c}
             save_counters(conn, process_id, changed)
             made: list[int | None] = []  # the thread each write made, by index
             for w in plan.writes:
                 fires.append(_write(conn, process_id, w, rate, made))
                 made.append(fires[-1].thread_id if w.spawned else None)
+            insert_actions(conn, plan.actions, time.time())
             counters = {**counters, **plan.counters}
         next_id = None
         if after.next_run is not None:
@@ -281,6 +292,7 @@ def _write(
         "reason": w.reason,
     }
     row = conn.execute(_INSERT, values).one()
+    insert_actions(conn, w.actions, time.time(), fire_id=row.id)
     if w.thread is None:
         other = _joined(w, made)
         if other is None:

@@ -45,6 +45,11 @@ _DEL_THREADS = t.thread.delete().where(_T.process_id == bindparam("b_id"))
 _DEL_FIRES = t.fire.delete().where(t.fire.c.process_id == bindparam("b_id"))
 _DEL_COUNTERS = t.hook_counter.delete().where(t.hook_counter.c.process_id == bindparam("b_id"))
 _DEL_PROCESS = t.process.delete().where(_P.id == bindparam("b_id"))
+# Its notifications and hook actions that are settled; one still pending is kept (it carries
+# its own text and is done yet).
+_DEL_ACTIONS = t.action.delete().where(
+    t.action.c.process_id == bindparam("b_id"), t.action.c.status.in_(("done", "failed"))
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +100,7 @@ def prune_run(store: Store, run_id: int, *, keep_live_after: float) -> Pruned | 
         conn.execute(_DEL_FIRES, {"b_id": run_id})  # fires name its threads: before them
         conn.execute(_DEL_THREADS, {"b_id": run_id})
         conn.execute(_DEL_COUNTERS, {"b_id": run_id})
+        conn.execute(_DEL_ACTIONS, {"b_id": run_id})
         conn.execute(_DEL_PROCESS, {"b_id": run_id})
         return Pruned(run, threads)
 

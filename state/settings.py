@@ -15,7 +15,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -99,6 +99,23 @@ class Settings:
     autostart: bool
     bwrap: str | None
     hook_settings: Path | None
+    notify: NotifySettings = field(default_factory=lambda: NotifySettings())
+
+
+NOTIFY_EVENTS = ("fire", "approval", "thread_finished", "crash_loop")
+
+
+@dataclass(frozen=True)
+class NotifySettings:
+    """The settings file's `[notify]`: named Apprise targets (each one or more URLs), the
+    events that go to the `default` targets without a hook naming them, and each target's
+    rate (over it, the events wait and go as one message)."""
+
+    targets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    on: tuple[str, ...] = ()
+    default: tuple[str, ...] = ()
+    rate: Rate = DEFAULT_RATE  # 10/minute
+    attempts: int = 5  # sends tried per notification before it is recorded as failed
 
 
 @dataclass(frozen=True)
@@ -197,6 +214,65 @@ def _permissions(raw: object) -> PermissionRules | None:
         lists[str(key)] = tuple(rules)
     found = PermissionRules(**lists)
     return found if found != PermissionRules() else None  # an empty table says nothing
+
+
+def _names(raw: object, key: str, eg: str) -> tuple[str, ...]:
+    items = [raw] if isinstance(raw, str) else raw
+    if not isinstance(items, list) or not all(isinstance(i, str) and i for i in items):
+        raise BadValue(f"must be a name or a list of names, e.g. {eg}", key)
+    return tuple(str(i) for i in items)
+
+
+def _notify(raw: object) -> NotifySettings:
+    if not isinstance(raw, Mapping):
+        raise BadValue()
+    known = ("targets", "on", "default", "rate", "attempts")
+    for key in raw:
+        if key not in known:
+            raise BadValue(f"is not a notify setting; they are {', '.join(known)}", str(key))
+    targets = _notify_targets(raw.get("targets", {}))
+    on = _names(raw.get("on", []), "on", '["fire", "approval"]')
+    for event in on:
+        if event not in NOTIFY_EVENTS:
+            raise BadValue(f"names no event {event!r}; they are {', '.join(NOTIFY_EVENTS)}", "on")
+    default = _names(raw.get("default", []), "default", '"ops"')
+    for name in default:
+        if name not in targets:
+            raise BadValue(f"names no target {name!r}; define it in [notify.targets]", "default")
+    if on and not default:
+        raise BadValue('needs default = "TARGET": where the events in `on` go', "on")
+    rate = NotifySettings().rate
+    if "rate" in raw:
+        try:
+            rate = Rate.parse(_text(raw["rate"]))
+        except (ValueError, BadValue):
+            raise BadValue('must be a rate such as "10/minute"', "rate") from None
+    attempts = raw.get("attempts", NotifySettings().attempts)
+    if not isinstance(attempts, int) or isinstance(attempts, bool) or not 1 <= attempts <= 100:
+        raise BadValue("must be a whole number of attempts from 1 to 100, e.g. 5", "attempts")
+    return NotifySettings(targets, on, default, rate, attempts)
+
+
+def _notify_targets(given: object) -> dict[str, tuple[str, ...]]:
+    if not isinstance(given, Mapping):
+        raise BadValue('must be a table: [notify.targets] ops = "ntfy://..."', "targets")
+    targets: dict[str, tuple[str, ...]] = {}
+    for name, urls in given.items():
+        where = f"targets.{name}"
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", str(name)):
+            raise BadValue("is not a target name (letters, digits, _ . -)", where)
+        listed = [urls] if isinstance(urls, str) else urls
+        if (
+            not isinstance(listed, list)
+            or not listed
+            or not all(isinstance(u, str) and "://" in u for u in listed)
+        ):
+            # Not the value itself in the message: a URL holds its token.
+            raise BadValue(
+                'must be an Apprise URL or a list of them, e.g. "ntfy://ntfy.sh/topic"', where
+            )
+        targets[str(name)] = tuple(listed)
+    return targets
 
 
 def _db_url(raw: object) -> str:
@@ -378,6 +454,15 @@ HOOK_SETTINGS = Setting[Path | None](
     option="--settings",
 )
 
+NOTIFY = Setting(
+    name="notify",
+    variable=None,
+    key="notify",
+    parse=_notify,
+    default=_const(NotifySettings()),
+    good='a table: [notify.targets] ops = "ntfy://...", and on = ["fire"], default = "ops"',
+)
+
 SETTINGS: tuple[Setting[object], ...] = (
     HOME,
     CONFIG,
@@ -396,6 +481,7 @@ SETTINGS: tuple[Setting[object], ...] = (
     AUTOSTART,
     BWRAP,
     HOOK_SETTINGS,
+    NOTIFY,
 )
 FILE_KEYS = tuple(s.key for s in SETTINGS if s.key is not None)
 
@@ -496,6 +582,7 @@ def load_settings(
         autostart=get(AUTOSTART),
         bwrap=get(BWRAP),
         hook_settings=get(HOOK_SETTINGS, hook_settings),
+        notify=get(NOTIFY),
     )
 
 

@@ -158,3 +158,30 @@ entry = Table(
     Column("data", String, nullable=False),  # JSON object
     UniqueConstraint("thread_id", "seq"),
 )
+
+# Schema 8: the outbox of hook actions and notifications. A row is written in the
+# transaction that records its cause (a fire, a thread's end or approval wait, a crash
+# loop) and done afterwards by the daemon, so a SIGKILL between the two loses nothing.
+action = Table(
+    "action",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("fire_id", Integer, index=True),  # the fire that made it, if one did
+    Column("thread_id", Integer),
+    Column("process_id", Integer),
+    Column("event", String, nullable=False),  # fire | approval | thread_finished | crash_loop
+    Column("action", String, nullable=False),  # notify | run | restart
+    Column("target", String),  # notify: the target's name in the settings file
+    Column("title", String, nullable=False, default=""),
+    Column("body", String, nullable=False, default=""),
+    Column("data", String),  # JSON: the facts a `run:` command gets, and the command
+    # pending -> done | failed; `running` while a `run:` command runs (at most once).
+    Column("status", String, nullable=False, index=True, default="pending"),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("last_error", String),
+    Column("next_at", Float, nullable=False, default=0.0),
+    Column("created_at", Float, nullable=False),
+    Column("done_at", Float),
+    Column("result", String),  # run: exit status and output tail; notify: how it went
+    Column("batch", Integer),  # notify: the action whose message carried this one
+)

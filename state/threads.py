@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection, Row
 
 from state import tables as t
 from state.db import Store
+from state.outbox import ActionWrite, insert_actions
 from state.ratelimit import Rate, not_before
 
 ThreadStatus = Literal["queued", "running", "waiting_approval", "completed", "failed", "cancelled"]
@@ -282,13 +283,17 @@ def finish_thread(
     *,
     error: str | None = None,
     waiting: str | None = None,
+    actions: Sequence[ActionWrite] = (),
 ) -> bool:
-    """Move a running thread to `status`; False if someone else already moved it (a person
-    cancelled it)."""
+    """Move a running thread to `status`, recording `actions` (its notifications) in the
+    same transaction; False if someone else already moved it (a person cancelled it)."""
     ended = now if status in TERMINAL else None
     values = {"b_id": thread_id, "b_status": status, "b_error": error, "b_waiting": waiting}
     with store.write() as conn:
-        return conn.execute(_FINISH, {**values, "b_ended_at": ended}).rowcount > 0
+        moved = conn.execute(_FINISH, {**values, "b_ended_at": ended}).rowcount > 0
+        if moved:  # its notifications go with the move, or not at all
+            insert_actions(conn, actions, now)
+        return moved
 
 
 _USER_AFTER = select(func.count()).where(
@@ -304,12 +309,18 @@ _TOLD_AGAIN = (
 
 
 def complete_unless_told(
-    store: Store, thread_id: int, seen: int, now: float
+    store: Store,
+    thread_id: int,
+    seen: int,
+    now: float,
+    *,
+    actions: Sequence[ActionWrite] = (),
 ) -> ThreadStatus | None:
     """A running thread's loop finished, having every message up to seq `seen`: it is
-    completed, or queued again when a message was saved after it (a repeat of its failure,
-    state/repeats.py), so that it answers it. Returns the status it got; None if it was no
-    longer running (a person cancelled it)."""
+    completed (recording `actions`, its notifications, with it), or queued again when a
+    message was saved after it (a repeat of its failure, state/repeats.py), so that it
+    answers it. Returns the status it got; None if it was no longer running (a person
+    cancelled it)."""
 
     def finish(conn: Connection) -> ThreadStatus | None:
         # Locked first, then read: a repeat's transaction holds this lock while it saves its
@@ -321,6 +332,7 @@ def complete_unless_told(
             return "queued"
         values = {"b_id": thread_id, "b_status": "completed", "b_error": None}
         conn.execute(_FINISH, {**values, "b_waiting": None, "b_ended_at": now})
+        insert_actions(conn, actions, now)  # it finished: its notice goes with it
         return "completed"
 
     return store.transact(finish)

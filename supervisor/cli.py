@@ -264,6 +264,10 @@ def _parser() -> argparse.ArgumentParser:
         "--process", metavar="ID|NAME", help="only this process's fires (every run of it)"
     )
 
+    from supervisor.notifycli import add_parsers as notify_parsers
+
+    notify_parsers(sub)
+
     pr = sub.add_parser(
         "prune",
         help="remove ended runs' records and run dirs, by age or count",
@@ -544,14 +548,14 @@ def cmd_fires(args: argparse.Namespace, paths: StatePaths, settings: Settings) -
     return 0
 
 
-def cmd_hooks(args: argparse.Namespace, _paths: StatePaths, _settings: Settings) -> int:
+def cmd_hooks(args: argparse.Namespace, _paths: StatePaths, settings: Settings) -> int:
     if args.hooks_command == "test":
         from supervisor.hooktest import cmd_hooks_test
 
         return cmd_hooks_test(args)
     from supervisor.hookcheck import cmd_hooks_check
 
-    return cmd_hooks_check(args)
+    return cmd_hooks_check(args, settings.notify.targets)
 
 
 def cmd_examples(args: argparse.Namespace, paths: StatePaths, _settings: Settings) -> int:
@@ -595,6 +599,7 @@ COMMANDS: dict[str, Any] = {
     "fires": cmd_fires,
     "up": lambda a, p, s: __import__("supervisor.upcli").upcli.cmd_up(a, p, s),
     "down": lambda a, p, s: __import__("supervisor.upcli").upcli.cmd_down(a, p, s),
+    "notify": lambda a, p, s: __import__("supervisor.notifycli").notifycli.cmd_notify(a, p, s),
     "prune": lambda a, p, s: __import__("supervisor.pruning").pruning.cmd_prune(a, p, s),
     "hooks": cmd_hooks,
     "examples": cmd_examples,
@@ -608,7 +613,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Once, for the whole command: a bad setting is an error whatever the command.
         settings = load_settings(model=args.model, hook_settings=args.settings)
         paths = StatePaths(settings.home)
-        if args.command not in ("hooks", "examples"):  # the two that never read the state
+        if args.command not in ("hooks", "examples", "notify"):  # those that never read the state
             paths.ensure()
         return int(COMMANDS[args.command](args, paths, settings))
     except SuperviseError as exc:

@@ -59,6 +59,7 @@ from supervisor import resources, restarts, wakes
 from supervisor.coalesce import next_gap, read_delay
 from supervisor.daemonlock import DaemonLock
 from supervisor.ending import NOT_STARTED
+from supervisor.firing import Outcome
 from supervisor.hookspec import OnResource
 from supervisor.inotify import (
     IN_CLOSE_WRITE,
@@ -76,6 +77,8 @@ from supervisor.inotify import (
 )
 from supervisor.launch import launched, start_run
 from supervisor.limits import exhausted
+from supervisor.notices import Route, ThreadNotices
+from supervisor.outbox import Outbox
 from supervisor.redaction import RedactingFilter, make_redact
 from supervisor.sampler import Sampler
 from supervisor.threadhost import ThreadHost
@@ -122,12 +125,23 @@ class Daemon:
         self.paths = paths
         self.settings = settings
         host = ThreadHost(store, paths, settings, env)
-        runner = ThreadRunner(store, host.prepare, redact=make_redact(env), clock=clock)
+        self.route = Route.of(settings.notify)
+        runner = ThreadRunner(
+            store,
+            host.prepare,
+            redact=make_redact(env),
+            clock=clock,
+            notices=ThreadNotices(store, self.route),
+        )
+        self.outbox = Outbox(
+            store, paths, settings.notify, env=env, restarted=self.enqueue, clock=clock
+        )
 
         async def run_thread(thread_id: int, resumed: bool) -> None:
             try:
                 await runner.run(thread_id, resumed)
             finally:
+                self.outbox.poke()  # its approval or end may notify
                 self._thread_ended()
 
         self.dispatcher = Dispatcher(
@@ -195,6 +209,7 @@ class Daemon:
                 with anyio.move_on_after(CATCH_UP_S):
                     await self.caught_up.wait()
                 await tg.start(self.dispatcher.serve)
+                tg.start_soon(self.outbox.serve)
                 task_status.started()
                 log.info("daemon ready on %s (pid %d)", self.paths.home, os.getpid())
         finally:
@@ -490,6 +505,7 @@ class Daemon:
                     clock=self.clock,
                     max_log_bytes=self.max_log_bytes,
                     counters=self.prefetched_counters.pop(pid, None),
+                    route=self.route,
                 )
             except FileNotFoundError:
                 if row.state == "running" and not self.paths.run_dir(pid).is_dir():
@@ -576,19 +592,15 @@ class Daemon:
         return False
 
     def _after(self, pid: int, res: StepResult) -> None:
+        if any(o.recorded for o in res.outcomes) or res.decision is not None:
+            self.outbox.poke()  # their actions and notifications
         if self._after_restart(pid, res):
             return
         if not res.ended:
             self._settle_output(pid, res)
         if any(o.spawned for o in res.outcomes):
             self.dispatcher.poke()
-        for o in res.outcomes:
-            if o.recorded:
-                what = f"spawned thread t{o.thread_id}" if o.spawned else f"refused ({o.reason})"
-                if o.reason in ("deduplicated", "cooldown"):  # a hook's `dedup:`
-                    how = "deduplicated into" if o.reason == "deduplicated" else "cooldown after"
-                    what = f"{how} thread t{o.thread_id}"
-                log.info("process %d: hook %s (%s) fired: %s", pid, o.hook, o.trigger, what)
+        _log_outcomes(pid, res.outcomes)
         if res.ended:
             self._forget(pid)
             return
@@ -731,6 +743,18 @@ class Daemon:
             os.close(fd)
 
 
+def _log_outcomes(pid: int, outcomes: list[Outcome]) -> None:
+    for o in outcomes:
+        if o.recorded:
+            what = f"spawned thread t{o.thread_id}" if o.spawned else f"refused ({o.reason})"
+            if not o.spawned and o.reason is None:
+                what = "no agent; its actions follow"
+            elif o.reason in ("deduplicated", "cooldown"):  # a hook's `dedup:`
+                how = "deduplicated into" if o.reason == "deduplicated" else "cooldown after"
+                what = f"{how} thread t{o.thread_id}"
+            log.info("process %d: hook %s (%s) fired: %s", pid, o.hook, o.trigger, what)
+
+
 def _raise_fd_limit() -> None:
     # One pidfd per supervised process: 1,000 processes outgrow the usual soft limit of 1,024.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -778,3 +802,4 @@ def configure_logging(level: int = logging.INFO, env: Mapping[str, str] | None =
     # Their per-batch chatter would drown ours.
     logging.getLogger("watchfiles").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # request lines: noise in our log
+    logging.getLogger("apprise").setLevel(logging.WARNING)  # each send: our outbox says it

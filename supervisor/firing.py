@@ -19,6 +19,7 @@ from state import fires
 from state.counters import Counter
 from state.db import Store
 from state.fires import FirePlan, FireWrite, JoinThread, PlanInput, RestartPlan
+from state.outbox import ActionWrite
 from state.processes import ProcessEnd, TailState
 from state.repeats import SeenThread
 from state.runs import NextRun, RunHistory, RunRow
@@ -27,6 +28,7 @@ from supervisor import dedup, restarts
 from supervisor.ending import RUN_DIR_GONE
 from supervisor.hookspec import Hook, Limits
 from supervisor.limits import Verdict, decide
+from supervisor.notices import ProcessFacts, Route, crash_loop_actions, fire_actions
 from supervisor.redaction import redact_text
 from supervisor.restarts import CrashLoop, Decision, Restart, RestartSpec, RunFact
 from supervisor.triggers import FireKey
@@ -79,6 +81,14 @@ class RestartStep:
     # `restarts.after_reboot` decides (autostart: the program's, None for any other process).
     rebooted: bool = False
     autostart: bool | None = None
+
+
+@dataclass(frozen=True)
+class Notify:
+    """Whom a process's fires and crash loop tell, and how they name it (notices.py)."""
+
+    proc: ProcessFacts
+    route: Route
 
 
 @dataclass(frozen=True)
@@ -143,6 +153,7 @@ def commit_fires(
     tail: TailState | None = None,
     end: ProcessEnd | None = None,
     redact: Callable[[str], str] = redact_text,
+    notify: Notify | None = None,
 ) -> tuple[list[Outcome], dict[str, Counter]]:
     """Apply the limits to `events` and record everything in one transaction.
 
@@ -172,6 +183,7 @@ def commit_fires(
         tail=tail,
         end=end,
         redact=redact,
+        notify=notify,
     )
     return done.outcomes, done.counters
 
@@ -187,6 +199,7 @@ def commit_end(
     end: ProcessEnd | None = None,
     redact: Callable[[str], str] = redact_text,
     restart: RestartStep | None = None,
+    notify: Notify | None = None,
 ) -> EndCommitted:
     """`commit_fires`, and with an end and a `restart` step, what follows it: the next run
     recorded, or a crash loop with its on_crash_loop fires, in the same transaction."""
@@ -210,9 +223,12 @@ def commit_end(
             todo = masked + [_masked(ev, redact) for ev in restart.crash_events(decided[0])]
         # A thread is created when this commits, whenever its trigger happened (an exit found
         # at a restart): its created_at, and the rate limiter's window, count from now.
-        planned = _plan(todo, given, limits, time.time())
+        planned = _plan(todo, given, limits, time.time(), notify)
         outcomes.extend(planned.outcomes)
-        return FirePlan(planned.writes, planned.counters)
+        loop: tuple[ActionWrite, ...] = ()
+        if notify is not None and decided and isinstance(decided[0], CrashLoop):
+            loop = crash_loop_actions(notify.proc, notify.route, decided[0].text())
+        return FirePlan(planned.writes, planned.counters, loop)
 
     keys = [ev.key.text for ev in masked]  # the key's text is what the database holds
     if restart is not None:
@@ -300,9 +316,16 @@ def _repeat(ev: FireEvent, threads: dict[str, SeenThread]) -> FireWrite | None:
     return replace(write, reason=reason, join=_join(verdict, ev))
 
 
-def _plan(events: Sequence[FireEvent], given: PlanInput, limits: Limits, now: float) -> _Planned:
+def _plan(
+    events: Sequence[FireEvent],
+    given: PlanInput,
+    limits: Limits,
+    now: float,
+    notify: Notify | None = None,
+) -> _Planned:
     """What each event becomes, given the counters, the keys already recorded and the
-    threads its dedup keys name. Pure but for the fence token the prompt draws."""
+    threads its dedup keys name. Pure but for the fence token the prompt draws. A repeat
+    that joins a thread acts on nothing: telling its thread is the point of `dedup:`."""
     counters = dict(given.counters)
     seen = set(given.recorded)
     threads = dict(given.seen)  # by dedup key: what a repeat would join, as the plan goes
@@ -330,7 +353,10 @@ def _plan(events: Sequence[FireEvent], given: PlanInput, limits: Limits, now: fl
             outcomes.append(Outcome(name, trigger, False, reason, None, False, ev.key))
             continue
         seen.add(ev.key.text)
-        thread = _new_thread(ev, given.depth, now) if verdict == "spawn" else None
+        # A hook with no instructions has no agent: its fire only acts.
+        spawns = verdict == "spawn" and ev.hook.spawns_thread
+        thread = _new_thread(ev, given.depth, now) if spawns else None
+        actions = _actions(ev, notify, spawns) if verdict == "spawn" else ()
         if thread is not None:
             # What a later repeat in this plan joins: by its own key, and as any thread.
             made = _in_plan(len(writes), now)
@@ -338,10 +364,37 @@ def _plan(events: Sequence[FireEvent], given: PlanInput, limits: Limits, now: fl
             if thread.dedup_key is not None:
                 threads[thread.dedup_key] = made
         writes.append(
-            FireWrite(ev.key.text, name, trigger, ev.at, ev.detail, ev.exit_code, reason, thread)
+            FireWrite(
+                ev.key.text,
+                name,
+                trigger,
+                ev.at,
+                ev.detail,
+                ev.exit_code,
+                reason,
+                thread,
+                actions=actions,
+            )
         )
         outcomes.append(Outcome(name, trigger, thread is not None, reason, None, True, ev.key))
     return _Planned(outcomes, writes, counters)
+
+
+def _actions(ev: FireEvent, notify: Notify | None, spawns: bool) -> tuple[ActionWrite, ...]:
+    """A fire's actions: its hook's own `run:` and `restart:` even without settings."""
+    if notify is None:
+        return ()
+    return fire_actions(
+        ev.hook,
+        notify.proc,
+        notify.route,
+        detail=ev.detail,
+        exit_code=ev.exit_code,
+        matched_line=ev.facts.matched_line,
+        tail=ev.facts.output_tail,
+        spawns=spawns,
+        at=ev.at,
+    )
 
 
 def _new_thread(ev: FireEvent, depth: int, now: float) -> NewThread:

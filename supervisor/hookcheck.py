@@ -6,6 +6,7 @@ agree on what is valid.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -29,7 +30,7 @@ class Checked:
     name: str | None = None  # a plugin's
 
 
-def load_checked(path: str) -> Checked:
+def load_checked(path: str, notify_targets: Collection[str] | None = None) -> Checked:
     """A plugin directory (or its plugin.json), a settings file or a plugin's hooks.json
     (told apart by their keys), else a hook file.
 
@@ -47,7 +48,7 @@ def load_checked(path: str) -> Checked:
     if looks_like_settings(p):
         loaded = load_claude_file(p)
         return Checked(path, "settings file", loaded.shell, loaded.warnings)
-    hf = load_hook_file(p)
+    hf = load_hook_file(p, notify_targets=notify_targets)
     shell = (*(hf.agent.hooks or ()), *(hf.agent.plugin_hooks or ()))
     return Checked(path, "hook file", shell, hf.warnings, hf)
 
@@ -115,14 +116,14 @@ def hook_setup_lines(hf: HookFile) -> list[str]:
     return lines
 
 
-def cmd_hooks_check(args: argparse.Namespace) -> int:
+def cmd_hooks_check(args: argparse.Namespace, notify_targets: Collection[str] | None = None) -> int:
     from state.sandboxpolicy import SandboxPolicy
 
     problems: list[str] = []
     together, hook_files = HookFile(), 0
     for f in args.files:
         try:
-            c = load_checked(f)
+            c = load_checked(f, notify_targets)
         except HookFileError as exc:
             problems += exc.problems
             continue

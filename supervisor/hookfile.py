@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from agent_threads.problems import (
 )
 from supervise.errors import HookFileError
 from supervisor.dedup import check_dedup
+from supervisor.hookactions import ACTION_KEYS, check_actions
 from supervisor.hookspec import (
     FileWarning,
     Hook,
@@ -71,16 +72,22 @@ _TRIGGERS = (
     "on_schedule",
     "on_resource",
 )
-_HOOK_KEYS = ("name", *_TRIGGERS, "instructions", "max_spawns", "dedup", "agent")
+_HOOK_KEYS = ("name", *_TRIGGERS, "instructions", "max_spawns", "dedup", "agent", *ACTION_KEYS)
 # Keys a hook's own `agent:` may not set: they are pinned and anchored for the whole file.
 _FILE_ONLY_AGENT_KEYS = ("extensions", "plugins")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def load_hook_file(path: str | Path, *, read_env_files: bool = True) -> HookFile:
+def load_hook_file(
+    path: str | Path,
+    *,
+    read_env_files: bool = True,
+    notify_targets: Collection[str] | None = None,
+) -> HookFile:
     """Read and validate one hook file; the format follows the extension. `read_env_files`
     False leaves `env_file:` unread (a thread's RunProcess refuses it: the daemon must not
-    read a file the thread's sandbox keeps from it).
+    read a file the thread's sandbox keeps from it). `notify_targets`: the targets the
+    settings file defines; a `notify:` naming another is an error (None: not checked).
 
     Raises:
         HookFileError: listing every problem, each as `FILE:LINE: what; how to fix it`.
@@ -89,9 +96,32 @@ def load_hook_file(path: str | Path, *, read_env_files: bool = True) -> HookFile
     _check_extension(name)
     text = read_utf8(Path(path), name, "hook file")
     hf, locate = _parse(text, name)
+    if notify_targets is not None:
+        check_notify_targets(hf, notify_targets, locate)
     if read_env_files:
         hf = _anchor_env_files(hf, Path(path), locate)
     return _anchor_plugins(_anchor_script(hf, Path(path)), Path(path), locate)
+
+
+def check_notify_targets(hf: HookFile, known: Collection[str], locate: _Locate) -> None:
+    """Each hook's `notify:` names a target of the settings file.
+
+    Raises:
+        HookFileError: one problem per unknown name, at its line.
+    """
+    problems = []
+    for i, hook in enumerate(hf.hooks):  # no problem found: hooks[i] is the file's hooks[i]
+        for name in hook.notify:
+            if name not in known:
+                _, at = locate(("hooks", i, "notify"))
+                have = ", ".join(sorted(known)) or "none defined"
+                problems.append(
+                    f"{at}: hooks[{i}].notify: no target {name!r} in the settings file's "
+                    f"[notify.targets] ({have}); define it there, e.g. {name} = "
+                    '"ntfy://ntfy.sh/TOPIC", or fix the name'
+                )
+    if problems:
+        raise HookFileError(problems)
 
 
 def _anchor_env_files(hf: HookFile, path: Path, locate: _Locate) -> HookFile:
@@ -443,16 +473,26 @@ def _check_hook(item: Any, path: KeyPath, r: _Report) -> Hook | None:
     trigger = _check_trigger(item, path, r)
     fix = "write instructions: what the spawned thread should do"
     instructions = _text(item, (*path, "instructions"), r, fix)
-    if item.get("instructions") is None:
-        r.add(path, f"{where(path)} has no instructions; {fix}")
+    actions = check_actions(item, path, r)
+    if item.get("instructions") is None and not actions.any:
+        also = "; or give the hook an action instead: notify: TARGET, run: COMMAND or restart: true"
+        r.add(path, f"{where(path)} has no instructions; {fix}{also}")
     max_spawns = r.count(item, (*path, "max_spawns"), low=1, eg=1)
-    if len(r.found) > before or trigger is None or instructions is None:
+    if len(r.found) > before or trigger is None:
         return None
     name = name or f"{trigger_kind(trigger)}-{int(path[-1]) + 1}"
     if max_spawns is None:
         # A schedule is its own bound: a nightly hook fires every night unless told less.
         max_spawns = MAX_COUNT if isinstance(trigger, OnSchedule) else 1
-    return Hook(name, trigger, instructions, max_spawns)
+    return Hook(
+        name,
+        trigger,
+        instructions or "",  # none: no agent, the hook only acts
+        max_spawns,
+        notify=actions.notify,
+        run=actions.run,
+        restart=actions.restart,
+    )
 
 
 def _check_hook_extras(

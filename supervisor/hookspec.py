@@ -14,6 +14,7 @@ from agent_threads.problems import ConfigWarning, dotted
 from state.ratelimit import DEFAULT_RATE as DEFAULT_RATE  # re-exported: hook files' limits
 from state.ratelimit import Rate as Rate
 from supervisor.dedup import DedupSpec
+from supervisor.hookactions import RunCommand, actions_from_json, actions_json
 from supervisor.restarts import RestartSpec
 
 TriggerKind = Literal[
@@ -161,15 +162,24 @@ class Hook:
 
     name: str
     trigger: Trigger
-    instructions: str
+    instructions: str  # "": no agent; the hook only acts (notify, run, restart)
     max_spawns: int = 1
     dedup: DedupSpec | None = None  # `dedup:`: repeats join the open thread (supervisor/dedup.py)
     # The hook's own `agent:`, merged over the file's (`agent_for`); None: the file's alone.
     agent: AgentConfig | None = None
+    # Actions (supervisor/hookactions.py): done after the fire is committed, once each.
+    notify: tuple[str, ...] = ()  # target names from the settings file's [notify.targets]
+    run: RunCommand | None = None
+    restart: bool = False
 
     @property
     def kind(self) -> TriggerKind:
         return trigger_kind(self.trigger)
+
+    @property
+    def spawns_thread(self) -> bool:
+        """A hook without instructions has no agent: its fires only act."""
+        return bool(self.instructions)
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any]
@@ -196,7 +206,7 @@ class Hook:
             out["dedup"] = self.dedup.to_json()
         if self.agent is not None:
             out["agent"] = self.agent.to_json()
-        return out
+        return {**out, **actions_json(self.notify, self.run, self.restart)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Hook:
@@ -215,16 +225,20 @@ class Hook:
             trigger = more
         else:
             trigger = OnTimeout(float(data["on_timeout"]["seconds"]))
+        notify, run, restart = actions_from_json(data)
         name = str(data["name"])
         return cls(
             name,
             trigger,
-            str(data["instructions"]),
+            str(data.get("instructions") or ""),
             int(data["max_spawns"]),
             dedup=DedupSpec.from_json(data["dedup"]) if data.get("dedup") else None,
             agent=AgentConfig.from_json(data["agent"], f"hook {name}")
             if data.get("agent") is not None
             else None,
+            notify=notify,
+            run=run,
+            restart=restart,
         )
 
 

@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,8 +46,9 @@ def split_trailing_hooks(cmd: Sequence[str]) -> tuple[list[str], list[str]]:
             return cmd, hooks
 
 
-def load_hooks(files: Sequence[str]) -> HookFile:
-    """Load and merge the hook files given to one run; every problem of every file at once."""
+def load_hooks(files: Sequence[str], notify_targets: Collection[str] | None = None) -> HookFile:
+    """Load and merge the hook files given to one run; every problem of every file at once.
+    `notify_targets`: the settings file's targets, which `notify:` must name."""
     from supervisor.hookspec import HookFile
 
     merged, problems = HookFile(), []
@@ -55,7 +56,7 @@ def load_hooks(files: Sequence[str]) -> HookFile:
         from supervisor.hookfile import load_hook_file
     for f in files:
         try:
-            hf = load_hook_file(f)
+            hf = load_hook_file(f, notify_targets=notify_targets)
         except HookFileError as exc:
             problems += exc.problems
             continue
@@ -196,7 +197,8 @@ def cmd_run(args: argparse.Namespace, paths: StatePaths, settings: Settings) -> 
     cmd, trailing = split_trailing_hooks(cmd)
     if not cmd:
         raise UserError("no command given; write: supervise run [--hook FILE] -- CMD [ARGS...]")
-    hooks = with_restart_flags(load_hooks([*args.hook, *trailing]), args)
+    targets = settings.notify.targets
+    hooks = with_restart_flags(load_hooks([*args.hook, *trailing], targets), args)
     given, warned = settings_hooks(settings.hook_settings, args.plugin)
     extra_env = {**_env_files(hooks, args.env_file), **_parse_env(args.env)}
     cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()

@@ -31,7 +31,7 @@ from supervisor import clocks, ending, schedule, silence, triggers
 from supervisor.ending import RUN_DIR_GONE as RUN_DIR_GONE  # re-exported: the daemon's
 from supervisor.ending import STARTING_GRACE_S as STARTING_GRACE_S
 from supervisor.ending import End, LostReason
-from supervisor.firing import FireEvent, Outcome, RestartStep, commit_end, commit_fires
+from supervisor.firing import FireEvent, Notify, Outcome, RestartStep, commit_end, commit_fires
 from supervisor.hookspec import (
     Hook,
     Limits,
@@ -45,6 +45,7 @@ from supervisor.identity import boot_id, is_same, start_time
 from supervisor.limits import exhausted
 from supervisor.logcap import DEFAULT_MAX_LOG_BYTES, cap_due, plan_punch, punch
 from supervisor.matching import Matcher
+from supervisor.notices import ProcessFacts, Route
 from supervisor.redaction import make_redact, redact_text
 from supervisor.resources import ResourceAt
 from supervisor.restarts import CrashLoop, Decision
@@ -102,6 +103,7 @@ class Tracker:
         instant: Callable[[], clocks.Instant] = clocks.now,
         max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
         counters: dict[str, Counter] | None = None,
+        route: Route | None = None,
     ) -> None:
         self.id = row.id
         self.store = store
@@ -115,6 +117,10 @@ class Tracker:
         else:
             spec = RunSpec.from_text(self.run.read_spec(), str(self.run.spec))
         self.env_key = row.env_key
+        # Whom its fires tell; a hook's own run: and restart: act with no settings at all.
+        self.notify = Notify(
+            ProcessFacts(row.id, row.name, row.cwd, str(self.run.output)), route or Route()
+        )
         self._redact: Callable[[str], str] | None = None
         self.hooks = spec.hooks
         self.program = spec.program
@@ -515,6 +521,7 @@ class Tracker:
             # A crash loop's fires, made in the transaction, may quote the output too.
             redact=self._redactor() if events or restart else redact_text,
             restart=restart,
+            notify=self.notify,
         )
         outcomes, self.counters = done.outcomes, done.counters
         if done.decision is not None:

@@ -225,6 +225,8 @@ def fire_outcome(f: FireRecord) -> str:
         return f"deduplicated into {thread_ref(f.thread_id)}"
     if f.reason == "cooldown" and f.thread_id is not None:
         return f"cooldown after {thread_ref(f.thread_id)}"
+    if f.reason is None:
+        return "acted (no agent)"  # a hook without instructions: notify, run, restart
     return f"refused: {f.reason}"
 
 

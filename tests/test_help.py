@@ -32,6 +32,9 @@ HELP = Path(__file__).parent / "help"
         (["completion"], "supervise-completion.txt"),
         (["up"], "supervise-up.txt"),
         (["down"], "supervise-down.txt"),
+        (["notify"], "supervise-notify.txt"),
+        (["notify", "list"], "supervise-notify-list.txt"),
+        (["notify", "test"], "supervise-notify-test.txt"),
     ],
 )
 def test_help_matches_the_recorded_text(args: list[str], name: str) -> None:

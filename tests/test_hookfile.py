@@ -35,6 +35,9 @@ EXAMPLES = ROOT / "configs" / "examples"
 SCHEMA = ROOT / "configs" / "hooks.schema.json"
 
 
+NO_ACTION = "; or give the hook an action instead: notify: TARGET, run: COMMAND or restart: true"
+
+
 def problems(text: str, filename: str = "h.yaml") -> list[str]:
     with pytest.raises(HookFileError) as info:
         parse_hook_text(text, filename)
@@ -223,7 +226,7 @@ def test_mapping_form_for_inline_hooks() -> None:
         "RunProcess.hooks: hooks[0].on_exit.exit_codes must be a list of integers, got [true]; "
         "write exit_codes: [1]",
         "RunProcess.hooks: hooks[0] has no instructions; "
-        "write instructions: what the spawned thread should do",
+        "write instructions: what the spawned thread should do" + NO_ACTION,
     ]
 
 
@@ -240,7 +243,7 @@ BAD = [
         HOOK + "    on_exits: {exit_codes: [1]}\n    on_exit:\n    instructions: x\n",
         "h.yaml:3: unknown key 'on_exits' in hooks[0]; did you mean 'on_exit'? (known: name, "
         "on_exit, on_output_match, on_timeout, on_crash_loop, on_silence, on_schedule, "
-        "on_resource, instructions, max_spawns, dedup, agent)",
+        "on_resource, instructions, max_spawns, dedup, agent, notify, run, restart)",
     ),
     (
         HOOK + "    on_exit:\n    instructions: x\n    max_spawns: yes\n",
@@ -398,7 +401,7 @@ def test_json_problems_and_duplicates_have_lines() -> None:
         "h.json:5: hooks[0].on_exit must be a mapping, got 1; "
         "write on_exit: {exit_codes: [1]}, or on_exit: {} for any code",
         "h.json:5: hooks[0] has no instructions; "
-        "write instructions: what the spawned thread should do",
+        "write instructions: what the spawned thread should do" + NO_ACTION,
     ]
 
 
@@ -552,7 +555,13 @@ def test_schema_and_loader_know_the_same_keys() -> None:
     assert tuple(schema["properties"]) == hookfile._TOP_KEYS
     assert tuple(hook["properties"]) == hookfile._HOOK_KEYS
     assert [o["required"] for o in hook["oneOf"]] == [[t] for t in hookfile._TRIGGERS]
-    assert hook["required"] == ["instructions"]
+    # Instructions (an agent), or an action alone.
+    assert [o["required"] for o in hook["anyOf"]] == [
+        ["instructions"],
+        ["notify"],
+        ["run"],
+        ["restart"],
+    ]
     bad = {"hooks": [{"on_exit": {}, "on_timeout": {"seconds": 1}, "instructions": "x"}]}
     found = _schema_errors(bad, schema, schema, "$")
     assert found == [

@@ -231,3 +231,22 @@ def test_a_pending_restart_and_its_chain_stay(env: Env, daemon: Daemon) -> None:
 def test_bad_arguments_exit_2_without_a_traceback(env: Env, args: list[str], says: str) -> None:
     proc = env.cli("prune", *args)
     assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_run_goes_with_its_settled_actions_but_not_a_pending_one(store: Store) -> None:
+    from state.outbox import ActionWrite, add_actions, list_actions, settle
+
+    a = started(store, "a")
+    end(store, a, 3.0)
+    add_actions(
+        store,
+        [
+            ActionWrite("fire", "notify", "ops", "sent", process_id=a),
+            ActionWrite("fire", "notify", "ops", "still trying", process_id=a),
+        ],
+        3.0,
+    )
+    sent = list_actions(store)[0]
+    settle(store, sent.id, "done", 4.0, result="sent")
+    assert prune_run(store, a, keep_live_after=0.0) is not None
+    assert [r.title for r in list_actions(store)] == ["still trying"]

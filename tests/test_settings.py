@@ -55,6 +55,7 @@ BAD_FILE_VALUES = {
     "db_timeout": "true",
     "max_log_bytes": "-1",
     "autostart": '"maybe"',
+    "notify": '"ops"',
 }
 
 

@@ -42,3 +42,10 @@ def test_the_example_parses() -> None:
 def test_a_variable_still_wins_over_the_example() -> None:
     s = load_settings({"SUPERVISE_CONFIG": str(EXAMPLE), "SUPERVISE_MAX_THREADS": "2"})
     assert s.max_threads == 2 and s.max_turns == 50
+
+
+def test_the_example_notify_targets_parse() -> None:
+    s = load_settings({"SUPERVISE_CONFIG": str(EXAMPLE)})
+    assert set(s.notify.targets) == {"ops", "team"}
+    assert s.notify.default == ("ops",)
+    assert s.notify.rate == Rate(10, 60.0)
