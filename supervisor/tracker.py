@@ -30,7 +30,7 @@ from supervisor.identity import boot_id, is_same, start_time
 from supervisor.logcap import DEFAULT_MAX_LOG_BYTES, cap_due, plan_punch, punch
 from supervisor.matching import Matcher
 from supervisor.redaction import make_redact, redact_text
-from supervisor.restarts import CrashLoop, Decision
+from supervisor.restarts import CrashLoop, Decision, StopRequest
 from supervisor.rundir import ExitRecord, RunDir
 from supervisor.runspec import RunSpec
 from supervisor.tailing import Lines, LogReader, TailPos, tail_lines
@@ -367,7 +367,7 @@ class Tracker:
             pattern=fire.pattern,
             timeout_s=fire.timeout_s,
             crash_loop=fire.crash_loop,
-            stopped_by_user=fire.stopped_by_user,
+            ended_by_user=fire.ended_by_user,
         )
         return FireEvent(
             fire.hook, fire.key, fire.at, fire.detail, facts, fire.exit_code, fire.refuse
@@ -470,14 +470,17 @@ class Tracker:
                     log.warning("process %d: masking by form only: %s", self.id, exc)
         return self._redact
 
-    def _stopped_by_user(self) -> bool:
-        """Whether a person's `supervise stop` asked this run to end: it records the request
-        before it signals, so it is committed before the exit can be seen. Read only when an
-        on_exit hook could be told."""
+    def _ended_by_user(self) -> StopRequest | None:
+        """Whether a person asked this run to end (`supervise stop`, or `supervise restart`
+        of it running): each records its request before it signals, so it is committed
+        before the exit can be seen. Read only when an on_exit hook could be told."""
         if not any(isinstance(h.trigger, OnExit) for h in self.hooks.hooks):
-            return False
+            return None
         row = get_process(self.store, self.id)
-        return row is not None and row.stop_request == "stop"
+        asked = None if row is None else row.stop_request
+        if asked == "stop":
+            return "stop"
+        return "restart" if asked == "restart" else None
 
     def _settle(self, end: End, res: StepResult) -> None:
         """Commit the end and its on_exit fires, together."""
@@ -491,7 +494,7 @@ class Tracker:
                     self.pid,
                 )
         fires = triggers.end_fires(
-            self.id, self.hooks.hooks, end, now, stopped_by_user=self._stopped_by_user()
+            self.id, self.hooks.hooks, end, now, ended_by_user=self._ended_by_user()
         )
         row_end = ending.process_end(end, now, pid=self.pid, shim_pid=self.shim_pid)
 
