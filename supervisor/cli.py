@@ -137,7 +137,13 @@ def _parser() -> argparse.ArgumentParser:
         "logs",
         help="print a process's output (every run of it)",
         description="The process's output as it wrote it (stdout and stderr interleaved, "
-        "unmasked: it is the process's own), each run after a `--- supervise: run N ---` line.",
+        "unmasked: it is the process's own), each run after a `--- supervise: run N ---` line. "
+        "Times (--timestamps, --since) are when the daemon read each chunk of output: the "
+        "file's last write before that read, a few to 100 ms after the line was written, so "
+        "lines read together share one time; output written while no daemon ran has the "
+        "time of its last write; with -f, lines are stamped as `logs` reads them. Output "
+        "from before supervise recorded read times has none: --timestamps prints it "
+        "unstamped, and --since shows such a run whole unless it ended before then.",
     )
     lg.add_argument("id", metavar="ID|NAME", help=_ID_HELP)
     lg.add_argument(
@@ -145,6 +151,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     lg.add_argument("-n", "--lines", type=int, metavar="N", help="only the last N lines")
     lg.add_argument("--run", type=int, metavar="N", help="only run N of a restarted process")
+    lg.add_argument(
+        "-t",
+        "--timestamps",
+        action="store_true",
+        help="begin each line with when it was read (ISO 8601, local time, milliseconds)",
+    )
+    lg.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only output read since WHEN: a duration back from now (30s, 10m, 2h, 1d) or "
+        "a date-time (2026-11-26T09:30, local unless it names its offset)",
+    )
 
     th = sub.add_parser("thread", help="inspect and retry threads")
     thsub = th.add_subparsers(dest="thread_command", metavar="SUBCOMMAND", required=True)

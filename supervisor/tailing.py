@@ -106,6 +106,7 @@ class LogReader:
         self.moved = False  # (follow) a verifying read found the path naming another file
         self._fd: int | None = None
         self.blocks = 0  # st_blocks at the last read: what the file occupies on disk
+        self.mtime = 0.0  # st_mtime at the last read: when what it read was last written
 
     def close(self) -> None:
         if self._fd is not None:
@@ -179,7 +180,7 @@ class LogReader:
         if fd is None:
             return Lines(pos.offset, b"", pos)
         pos, restarted, st = _check_same_file(fd, pos, verify=verify)
-        self.blocks = st.st_blocks
+        self.blocks, self.mtime = st.st_blocks, st.st_mtime
         if pos.head is None:
             pos = replace(pos, head=head_hash(os.pread(fd, _HEAD_BYTES, 0)))
         size = st.st_size

@@ -20,7 +20,7 @@ from state.db import Store
 from state.paths import StatePaths
 from state.processes import LogPosition, ProcessEnd, ProcessRecord, TailState, get_process
 from supervise.errors import SuperviseError
-from supervisor import clocks, ending, triggers
+from supervisor import clocks, ending, readtimes, triggers
 from supervisor.ending import RUN_DIR_GONE as RUN_DIR_GONE  # re-exported: the daemon's
 from supervisor.ending import STARTING_GRACE_S as STARTING_GRACE_S
 from supervisor.ending import End, LostReason
@@ -108,6 +108,7 @@ class Tracker:
         self.pos = TailPos(row.log_offset, row.log_inode, row.log_head, row.log_skipping)
         self.reader = LogReader(self.run.output, follow=True)
         self._adopt_child_file()
+        self.times = readtimes.Writer(self.run.times)  # when each chunk was read
         # The output.log logrotate created after renaming the child's file (see tailing.py).
         self.new_pos = TailPos(
             row.log_new_offset, row.log_new_inode, row.log_new_head, row.log_new_skipping
@@ -274,6 +275,7 @@ class Tracker:
         return res
 
     def close(self) -> None:
+        self.times.close(time.monotonic())
         self.reader.close()
         if self.new_reader is not None:
             self.new_reader.close()
@@ -287,6 +289,7 @@ class Tracker:
     def _scan(self, *, final: bool, res: StepResult, verify: bool = True) -> None:
         """Scan what was written before this scan began; what comes during it is the next
         scan's (chasing the writer here made 60,000 reads of a few lines each)."""
+        found = False
         while True:
             budget = self._budget()
             before = self.pos
@@ -302,9 +305,19 @@ class Tracker:
                 self._commit_lines(lines, budget, res)
                 res.read_output = res.read_output or lines.pos.offset != before.offset
                 res.read_bytes += max(0, lines.pos.offset - before.offset)
+            if lines.pos.offset != before.offset or lines.restarted:
+                found = True
+                self.times.note(
+                    lines.pos.offset,
+                    self.reader.mtime,
+                    restarted=bool(lines.restarted),
+                    now=time.monotonic(),
+                )
             if not lines.more:
                 break
             verify = False  # the rest of this read is the same file
+        if not found or final:
+            self.times.flush(time.monotonic())  # quiet, or ended: no entry waits for more
         if (self.reader.moved or self.new_reader is not None) and self.run.path.is_dir():
             self._scan_new(final=final, res=res)
         self._cap_log(res)
@@ -405,6 +418,7 @@ class Tracker:
             self.max_log_bytes = 0  # e.g. a filesystem without hole punching: stop trying
             return
         self.punched = plan.end
+        self.times.drop_before(plan.end, time.monotonic())
         # The file's head is now a hole: fingerprint that, or it reads as rewritten.
         self.pos = replace(self.pos, head=None)
         self._commit([], res)
