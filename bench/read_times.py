@@ -21,7 +21,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_core as core  # noqa: E402  # bench/ is not a package
+import bench_core as core  # bench/ is not a package
 
 
 def _index(home: core.Home) -> tuple[int, int]:

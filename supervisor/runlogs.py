@@ -175,6 +175,9 @@ def cmd_logs(args: argparse.Namespace, paths: StatePaths, settings: Settings) ->
 
     if args.lines is not None and args.lines < 0:
         raise UserError(f"-n must be 0 or more, got {args.lines}")
+    view = View(
+        args.timestamps, None if args.since is None else parse_since(args.since, time.time())
+    )
     paths.ensure()
     store = open_state_store(paths.db, settings.store, readonly=True)
     runs, several = _runs(store, args.id, args.run)
@@ -183,9 +186,6 @@ def cmd_logs(args: argparse.Namespace, paths: StatePaths, settings: Settings) ->
     _, source = _source(paths, last)
     if not source.exists() and not several:
         raise SuperviseError(f"process {last.id} has no output file ({source} is gone)")
-    view = View(
-        args.timestamps, None if args.since is None else parse_since(args.since, time.time())
-    )
     state = (False, False)  # (mid-line, dropping) where printing stopped
     if not view.plain:
         offset, state = _print_viewed(paths, runs, out, several=several, view=view, n=args.lines)
