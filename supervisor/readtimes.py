@@ -33,7 +33,7 @@ import contextlib
 import math
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -79,10 +79,14 @@ class Times:
 
     marks: list[Mark]
     after: float | None
+    ends: list[int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ends", [m.end for m in self.marks])  # searched per line
 
     def at(self, offset: int) -> float | None:
         """The time of the byte at `offset`: its chunk's, or `after` past the last mark."""
-        i = bisect.bisect_right([m.end for m in self.marks], offset)
+        i = bisect.bisect_right(self.ends, offset)
         return self.marks[i].at if i < len(self.marks) else self.after
 
     def start_since(self, since: float, floor: int) -> int:
