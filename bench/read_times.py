@@ -44,7 +44,7 @@ def measure(lines: int, pairs: int) -> dict[str, Any]:
         for label, patterns in (("no hooks", []), ("10 patterns", core.PATTERNS[:10])):
             hooks = core.hooks_file(work, patterns)
             home.warm_up(hooks)
-            ratios, cpus, sizes, entries = [], [], [], []
+            ratios, cpus, sizes, entries, childs, plains = [], [], [], [], [], []
             for k in range(pairs):
                 if k % 2 == 0:
                     plain = core.plain_run(work, lines, "line")
@@ -54,11 +54,15 @@ def measure(lines: int, pairs: int) -> dict[str, Any]:
                     plain = core.plain_run(work, lines, "line")
                 size, n = _index(home)
                 ratios.append(sup["child_s"] / plain)
+                childs.append(sup["child_s"])
+                plains.append(plain)
                 cpus.append(sup["daemon_cpu_s"])
                 sizes.append(size)
                 entries.append(n)
             got[label] = {
                 "child_ratio": statistics.median(ratios),
+                "child_s": statistics.median(childs),
+                "plain_s": statistics.median(plains),
                 "daemon_cpu_s": statistics.median(cpus),
                 "output_mb": sup["mb"],
                 "index_bytes": statistics.median(sizes),
@@ -81,7 +85,8 @@ def main() -> None:
         return
     for label, r in got.items():
         print(
-            f"{label:12} child {r['child_ratio']:.2f}x plain, daemon {r['daemon_cpu_s']:.3f} s "
+            f"{label:12} child {r['child_s']:.3f} s supervised, {r['plain_s']:.3f} s plain "
+            f"({r['child_ratio']:.2f}x), daemon {r['daemon_cpu_s']:.3f} s "
             f"CPU, output {r['output_mb']:.1f} MB, index {r['index_bytes']:.0f} B "
             f"({r['index_entries']:.0f} entries)"
         )
