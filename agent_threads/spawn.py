@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from agent_threads.quoting import code_span, fence, nested, neutralise, new_token, visible
 
@@ -37,7 +37,9 @@ class FireFacts:
     pattern: str | None = None
     timeout_s: float | None = None
     crash_loop: str | None = None  # on_crash_loop: "crash loop: 10 restarts within 10m"
-    stopped_by_user: bool = False  # on_exit: a person ended it with `supervise stop`
+    # on_exit: a person ended it: "stop" (`supervise stop`) or "restart" (`supervise
+    # restart` of a running process: it ends so that the next run starts at once)
+    ended_by_user: Literal["stop", "restart"] | None = None
     # on_silence, on_schedule, on_resource: "printed nothing for 300 s", ...
     what_fired: str | None = None
 
@@ -73,7 +75,10 @@ def format_runtime(seconds: float) -> str:
 
 def _trigger_line(f: FireFacts, token: str) -> str:
     if f.trigger == "on_exit":
-        who = "; a person stopped it with `supervise stop`" if f.stopped_by_user else ""
+        who = {
+            "stop": "; a person stopped it with `supervise stop`",
+            "restart": "; a person restarted it with `supervise restart` (a new run starts)",
+        }.get(f.ended_by_user or "", "")
         return f"on_exit ({exit_meaning(f.exit_code, f.signal)}{who})"
     if f.trigger == "on_output_match":
         where = f"the line in <matched-line-{token}> below"

@@ -715,8 +715,8 @@ def supervisord_styles(lines: int, pairs: int) -> dict[str, dict[str, Any]] | st
         shutil.rmtree(work, ignore_errors=True)
 
 
-def pm2_styles(lines: int, pairs: int) -> dict[str, dict[str, Any]] | str:
-    """The write-styles child under pm2 (npm-installed into a cache folder), likewise."""
+def _pm2_bin() -> Path | str:
+    """pm2, npm-installed once into a cache folder; or why not."""
     npm = shutil.which("npm")
     if npm is None:
         return "npm not found"
@@ -730,6 +730,14 @@ def pm2_styles(lines: int, pairs: int) -> dict[str, dict[str, Any]] | str:
         )
         if r.returncode:
             return "npm install pm2 failed (no package registry?)"
+    return pm2
+
+
+def pm2_styles(lines: int, pairs: int) -> dict[str, dict[str, Any]] | str:
+    """The write-styles child under pm2 (npm-installed into a cache folder), likewise."""
+    pm2 = _pm2_bin()
+    if isinstance(pm2, str):
+        return pm2
     got: dict[str, dict[str, Any]] = {}
     work = Path(tempfile.mkdtemp(prefix="pm2-bench-"))
     env = {**os.environ, "PM2_HOME": str(work / "pm2home")}

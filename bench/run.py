@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_core as core
 import bench_threads as threads
+import restart_latency
 import watch_tax
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -266,6 +267,35 @@ def peer_scale_rows(count: int, results: dict[str, Any]) -> list[Row]:
     ]
 
 
+def restart_rows(restarts: int, peers: bool, results: dict[str, Any]) -> list[Row]:
+    """Crash -> restart (bench/restart_latency.py): supervise under `restart: always` with
+    delay 0, beside supervisord and pm2 at their fastest, in the same run."""
+    got = restart_latency.compare(restarts, "0s", peers=peers)
+    results["restart_latency"] = got
+
+    def ms(f: dict[str, float]) -> str:
+        return f"p50 {f['p50_ms']:.0f} ms, p95 {f['p95_ms']:.0f} ms (max {f['max_ms']:.0f})"
+
+    head = f"crash -> restart, {restarts} restarts of a child that exits 1"
+    rows = [
+        Row(
+            f"{head}: supervise (delay 0), exit record -> next child's first line",
+            ms(got["supervise_exit"]),
+            "<= 100 ms p50 (systemd's RestartSec, Docker)",
+            verdict(got["supervise_exit"]["p50_ms"], 100),
+        ),
+        Row(f"{head}: supervise, crashed child's line -> next's", ms(got["supervise_line"])),
+    ]
+    for name, what in (
+        ("supervisord", "supervisord (peer, autorestart, startsecs=0)"),
+        ("pm2", "pm2 (peer, restart_delay 0)"),
+    ):
+        f = got[name]
+        measured = ms(f) if isinstance(f, dict) else f"not run: {f}"
+        rows.append(Row(f"{head}: {what}, crashed child's line -> next's", measured))
+    return rows
+
+
 def thread_rows(steps: int, runs: int, results: dict[str, Any]) -> list[Row]:
     loop = statistics.median(threads.one_run(steps, False) for _ in range(runs))
     hooked = statistics.median(threads.one_run(steps, True) for _ in range(runs))
@@ -360,6 +390,7 @@ def main() -> None:
     rows += scale_rows(procs, 200 if q else 1000, results)
     if peers and not q:
         rows += peer_scale_rows(procs[-1], results)
+    rows += restart_rows(20 if q else 100, peers, results)
     rows += thread_rows(10 if q else 40, runs, results)
     if q:
         growth = growth_tables(2.0, [10], [50.0], lines, results)

@@ -138,7 +138,14 @@ def _parser() -> argparse.ArgumentParser:
         "logs",
         help="print a process's output (every run of it)",
         description="The process's output as it wrote it (stdout and stderr interleaved, "
-        "unmasked: it is the process's own), each run after a `--- supervise: run N ---` line.",
+        "unmasked: it is the process's own), each run after a `--- supervise: run N ---` line. "
+        "Times (--timestamps, --since) are those of the chunk each line was read in: when "
+        "the file was last written before the daemon read it, so a line's time is its write "
+        "or up to ~0.2 s later, and lines read together share one. Output written while no "
+        "daemon ran has the time of its last write; with -f, new lines are stamped as `logs` "
+        "reads them. Output from before supervise recorded read times has none: "
+        "--timestamps prints it unstamped, --since shows such a run whole unless it ended "
+        "before then.",
     )
     lg.add_argument("id", metavar="ID|NAME", help=_ID_HELP)
     lg.add_argument(
@@ -146,6 +153,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     lg.add_argument("-n", "--lines", type=int, metavar="N", help="only the last N lines")
     lg.add_argument("--run", type=int, metavar="N", help="only run N of a restarted process")
+    lg.add_argument(
+        "-t",
+        "--timestamps",
+        action="store_true",
+        help="begin each line with when it was read (ISO 8601, local time, milliseconds)",
+    )
+    lg.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only output read since WHEN: a duration back from now (30s, 10m, 2h, 1d) or "
+        "a date-time (2026-11-26T09:30, local unless it names its offset)",
+    )
 
     th = sub.add_parser("thread", help="inspect and retry threads")
     thsub = th.add_subparsers(dest="thread_command", metavar="SUBCOMMAND", required=True)
@@ -272,10 +291,12 @@ def _parser() -> argparse.ArgumentParser:
         "prune",
         help="remove ended runs' records and run dirs, by age or count",
         description="Remove ended runs (their process rows, fires, threads and transcripts, "
-        "and runs/ID/ with output.log) older than --older-than (by end time) and/or beyond "
-        "the newest --keep ended runs of each name; with both, a run must be both. Never a "
-        "running, starting or pending run, one with an unfinished thread, or a run of a "
-        "process still restarting that ended in the last day. Safe while the daemon runs.",
+        "and runs/ID/ with output.log and its read times) older than --older-than (by end "
+        "time) and/or beyond the newest --keep ended runs of each name; with both, a run must "
+        "be both. Never a running, starting or pending run, one with an unfinished thread, or "
+        "a run of a process still restarting that ended in the last day. A process keeps its "
+        "id when its first runs go (ps, logs and restart take it). Safe while the daemon runs; "
+        "a prune interrupted midway is finished by the next.",
     )
     pr.add_argument(
         "--older-than", metavar="DURATION", help="ended before this long ago: 7d, 12h, 30m"

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from supervisor.identity import is_same
 from supervisor.inotify import IN_ATTRIB, IN_CREATE, IN_MODIFY, IN_MOVED_TO, IN_ONESHOT, Inotify
@@ -71,7 +71,15 @@ class _Held:
             self.file.close()
 
 
-def _drain(held: _Held, offset: int, out: BinaryIO) -> int:
+class Sink(Protocol):
+    """Where followed output goes: stdout's buffer, or `logs`' line stamper."""
+
+    def write(self, data: bytes, /) -> object: ...
+
+    def flush(self) -> object: ...
+
+
+def _drain(held: _Held, offset: int, out: Sink) -> int:
     f = held.get()
     if f is not None:
         f.seek(offset)
@@ -114,7 +122,7 @@ def _pidfd(pid: int | None, started: float | None) -> int | None:
 
 def follow_output(
     run: RunDir,
-    out: BinaryIO,
+    out: Sink,
     *,
     offset: int = 0,
     shim: tuple[int | None, float | None] = (None, None),

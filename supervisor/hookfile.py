@@ -563,7 +563,7 @@ def _check_on_exit(body: Any, path: KeyPath, r: _Report) -> OnExit | None:
         if by_user is None:
             by_user = True
         elif not isinstance(by_user, bool):
-            fix = "write stopped_by_user: false to skip exits `supervise stop` caused"
+            fix = "write stopped_by_user: false to skip exits `supervise stop` or `restart` caused"
             r.bad((*path, "stopped_by_user"), "must be true or false", by_user, fix)
             return None
     path = (*path, "exit_codes")

@@ -67,7 +67,8 @@ class OnExit:
     """Fires once the child has ended and all its output was scanned."""
 
     exit_codes: tuple[int, ...] | None = None  # None: any exit code
-    # False: an exit a person caused (`supervise stop`) is refused, reason `stopped_by_user`.
+    # False: an exit a person caused (`supervise stop`, or `supervise restart` of a running
+    # process) is refused, reason `stopped_by_user`.
     stopped_by_user: bool = True
 
     def accepts(self, exit_code: int | None) -> bool:

@@ -186,6 +186,8 @@ def _spec(row: ProcessRecord, req: LaunchRequest, hooks: HookFile) -> RunSpec:
 
 
 def _start_shim(run: RunDir, req: LaunchRequest) -> tuple[int, int]:
+    # Empty until the daemon reads output: its being there says read times are kept.
+    os.close(os.open(run.times, os.O_WRONLY | os.O_CREAT, 0o600))
     log = os.open(run.output, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     ready_r, ready_w = os.pipe()
     try:

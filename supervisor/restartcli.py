@@ -51,7 +51,12 @@ def resolve(store: Store, ref: str) -> ProcessRecord:
     if ref.isdigit():
         row = get_process(store, int(ref))
         if row is None:
-            raise UserError(f"no process {ref}; `supervise ps` lists them")
+            # The id people know is the chain's first run's, which `prune` may have removed
+            # while later runs stay: the chain still answers to it.
+            kept = newest_run(store, int(ref))
+            if kept is None:
+                raise UserError(f"no process {ref}; `supervise ps` lists them")
+            return kept
         return newest_run(store, row.chain) or row
     chains = runs_named(store, ref)
     if not chains:

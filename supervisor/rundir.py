@@ -1,4 +1,5 @@
-"""One process's run directory: spec.json, env.json, output.log, child.pid, shim.pid, exit.json.
+"""One process's run directory: spec.json, env.json, output.log, output.times, child.pid,
+shim.pid, exit.json.
 
 The shim writes its files without the daemon, and they are the truth about the child. What
 the process's threads run under is not: spec.json is a copy of the launch record in the
@@ -37,6 +38,11 @@ class RunDir:
     @property
     def output(self) -> Path:
         return self.path / "output.log"
+
+    @property
+    def times(self) -> Path:
+        """When each chunk of output.log was read (supervisor/readtimes.py)."""
+        return self.path / "output.times"
 
     @property
     def archive(self) -> Path:

@@ -106,8 +106,8 @@ class LogReader:
         self.moved = False  # (follow) a verifying read found the path naming another file
         self._fd: int | None = None
         self.blocks = 0  # st_blocks at the last read: what the file occupies on disk
-        self.size = 0  # st_size and st_mtime at the last read (on_silence: the last write)
-        self.mtime = 0.0
+        self.size = 0  # st_size and st_mtime at the last read (on_silence: the last write;
+        self.mtime = 0.0  # read times: when what it read was last written)
 
     def close(self) -> None:
         if self._fd is not None:

@@ -27,7 +27,7 @@ from state.processes import (
     mark_running,
 )
 from supervise.errors import SuperviseError
-from supervisor import clocks, ending, schedule, silence, triggers
+from supervisor import clocks, ending, readtimes, schedule, silence, triggers
 from supervisor.ending import RUN_DIR_GONE as RUN_DIR_GONE  # re-exported: the daemon's
 from supervisor.ending import STARTING_GRACE_S as STARTING_GRACE_S
 from supervisor.ending import End, LostReason
@@ -48,7 +48,7 @@ from supervisor.matching import Matcher
 from supervisor.notices import ProcessFacts, Route
 from supervisor.redaction import make_redact, redact_text
 from supervisor.resources import ResourceAt
-from supervisor.restarts import CrashLoop, Decision
+from supervisor.restarts import CrashLoop, Decision, StopRequest
 from supervisor.rundir import ExitRecord, RunDir
 from supervisor.runspec import RunSpec
 from supervisor.tailing import Lines, LogReader, TailPos, tail_lines
@@ -136,6 +136,7 @@ class Tracker:
         self.pos = TailPos(row.log_offset, row.log_inode, row.log_head, row.log_skipping)
         self.reader = LogReader(self.run.output, follow=True)
         self._adopt_child_file()
+        self.times = readtimes.Writer(self.run.times)  # when each chunk was read
         # The output.log logrotate created after renaming the child's file (see tailing.py).
         self.new_pos = TailPos(
             row.log_new_offset, row.log_new_inode, row.log_new_head, row.log_new_skipping
@@ -346,6 +347,7 @@ class Tracker:
         return res
 
     def close(self) -> None:
+        self.times.close(time.monotonic())
         self.reader.close()
         if self.new_reader is not None:
             self.new_reader.close()
@@ -359,6 +361,7 @@ class Tracker:
     def _scan(self, *, final: bool, res: StepResult, verify: bool = True) -> None:
         """Scan what was written before this scan began; what comes during it is the next
         scan's (chasing the writer here made 60,000 reads of a few lines each)."""
+        found = False
         while True:
             budget = self._budget()
             before = self.pos
@@ -374,9 +377,19 @@ class Tracker:
                 self._commit_lines(lines, budget, res)
                 res.read_output = res.read_output or lines.pos.offset != before.offset
                 res.read_bytes += max(0, lines.pos.offset - before.offset)
+            if lines.pos.offset != before.offset or lines.restarted:
+                found = True
+                self.times.note(
+                    lines.pos.offset,
+                    self.reader.mtime,
+                    restarted=bool(lines.restarted),
+                    now=time.monotonic(),
+                )
             if not lines.more:
                 break
             verify = False  # the rest of this read is the same file
+        if not found or final:
+            self.times.flush(time.monotonic())  # quiet, or ended: no entry waits for more
         if (self.reader.moved or self.new_reader is not None) and self.run.path.is_dir():
             self._scan_new(final=final, res=res)
         if self.silence_hooks:
@@ -441,7 +454,7 @@ class Tracker:
             pattern=fire.pattern,
             timeout_s=fire.timeout_s,
             crash_loop=fire.crash_loop,
-            stopped_by_user=fire.stopped_by_user,
+            ended_by_user=fire.ended_by_user,
             what_fired=fire.what_fired,
         )
         return FireEvent(
@@ -480,6 +493,7 @@ class Tracker:
             self.max_log_bytes = 0  # e.g. a filesystem without hole punching: stop trying
             return
         self.punched = plan.end
+        self.times.drop_before(plan.end, time.monotonic())
         # The file's head is now a hole: fingerprint that, or it reads as rewritten.
         self.pos = replace(self.pos, head=None)
         self._commit([], res)
@@ -546,14 +560,17 @@ class Tracker:
                     log.warning("process %d: masking by form only: %s", self.id, exc)
         return self._redact
 
-    def _stopped_by_user(self) -> bool:
-        """Whether a person's `supervise stop` asked this run to end: it records the request
-        before it signals, so it is committed before the exit can be seen. Read only when an
-        on_exit hook could be told."""
+    def _ended_by_user(self) -> StopRequest | None:
+        """Whether a person asked this run to end (`supervise stop`, or `supervise restart`
+        of it running): each records its request before it signals, so it is committed
+        before the exit can be seen. Read only when an on_exit hook could be told."""
         if not any(isinstance(h.trigger, OnExit) for h in self.hooks.hooks):
-            return False
+            return None
         row = get_process(self.store, self.id)
-        return row is not None and row.stop_request == "stop"
+        asked = None if row is None else row.stop_request
+        if asked == "stop":
+            return "stop"
+        return "restart" if asked == "restart" else None
 
     def _settle(self, end: End, res: StepResult) -> None:
         """Commit the end and its on_exit fires, together."""
@@ -567,7 +584,7 @@ class Tracker:
                     self.pid,
                 )
         fires = triggers.end_fires(
-            self.id, self.hooks.hooks, end, now, stopped_by_user=self._stopped_by_user()
+            self.id, self.hooks.hooks, end, now, ended_by_user=self._ended_by_user()
         )
         row_end = ending.process_end(end, now, pid=self.pid, shim_pid=self.shim_pid)
 

@@ -19,12 +19,16 @@ from supervisor.ending import End, Exited
 from supervisor.hookspec import Hook, OnCrashLoop, OnExit, OnOutputMatch, OnTimeout
 from supervisor.limits import scan_budget
 from supervisor.matching import LineMatch
-from supervisor.restarts import CrashLoop
+from supervisor.restarts import CrashLoop, StopRequest
 from supervisor.rundir import ExitRecord
 
 TIMER_SLACK_S = 0.05  # a timeout woken this early is due: timers may wake a hair before
 LOST_DETAIL = "lost: exit code unknown"
-STOPPED_DETAIL = "stopped by supervise stop"  # a person asked: `fires` shows it
+# A person asked (`fires` shows it): what ended the run, by the request noted on it.
+USER_DETAIL: dict[StopRequest, str] = {
+    "stop": "stopped by supervise stop",
+    "restart": "restarted by supervise restart",
+}
 SAVE_EVERY = 64 * 1024 * 1024  # bytes scanned without a fire before the offset is saved anyway
 
 
@@ -98,7 +102,9 @@ class Fire:
     pattern: str | None = None
     tail_end: int | None = None  # the output tail ends here (a match: after its line)
     crash_loop: str | None = None  # an on_crash_loop fire: how many restarts, how fast
-    stopped_by_user: bool = False  # an on_exit fire: a person's `supervise stop` ended it
+    # An on_exit fire: a person ended the run (`supervise stop`, or `supervise restart` of a
+    # running one); a hook with `stopped_by_user: false` refuses both.
+    ended_by_user: StopRequest | None = None
     # on_silence, on_schedule, on_resource: what fired, as the thread is told it
     what_fired: str | None = None
 
@@ -122,17 +128,23 @@ def _unfired(hook: Hook, counters: Mapping[str, Counter]) -> bool:
 
 
 def exit_fires(
-    process_id: int, hooks: Sequence[Hook], record: ExitRecord, *, stopped_by_user: bool = False
+    process_id: int,
+    hooks: Sequence[Hook],
+    record: ExitRecord,
+    *,
+    ended_by_user: StopRequest | None = None,
 ) -> list[Fire]:
     """The on_exit hooks an exit with `record`'s code fires, at the moment it ended.
 
-    `stopped_by_user`: a person's `supervise stop` ended it. The fire says so; a hook with
-    `stopped_by_user: false` is refused (reason `stopped_by_user`): recorded, like `lost`,
-    so `fires` shows why no thread came, and its key taken, so it never fires later.
+    `ended_by_user`: a person ended it, with `supervise stop` or with `supervise restart` (a
+    restart's exit is a person's doing too, not a failure to look into). The fire says which;
+    a hook with `stopped_by_user: false` is refused (reason `stopped_by_user`): recorded,
+    like `lost`, so `fires` shows why no thread came, and its key taken, so it never fires
+    later.
     """
     detail = f"exit code {record.exit_code}" + (f" ({record.signal})" if record.signal else "")
-    if stopped_by_user:
-        detail += f"; {STOPPED_DETAIL}"
+    if ended_by_user is not None:
+        detail += f"; {USER_DETAIL[ended_by_user]}"
     return [
         Fire(
             hook,
@@ -142,9 +154,9 @@ def exit_fires(
             exit_code=record.exit_code,
             signal=record.signal,
             refuse="stopped_by_user"
-            if stopped_by_user and not hook.trigger.stopped_by_user
+            if ended_by_user is not None and not hook.trigger.stopped_by_user
             else None,
-            stopped_by_user=stopped_by_user,
+            ended_by_user=ended_by_user,
         )
         for hook in hooks
         if isinstance(hook.trigger, OnExit) and hook.trigger.accepts(record.exit_code)
@@ -169,12 +181,17 @@ def lost_fires(process_id: int, hooks: Sequence[Hook], now: float) -> list[Fire]
 
 
 def end_fires(
-    process_id: int, hooks: Sequence[Hook], end: End, now: float, *, stopped_by_user: bool = False
+    process_id: int,
+    hooks: Sequence[Hook],
+    end: End,
+    now: float,
+    *,
+    ended_by_user: StopRequest | None = None,
 ) -> list[Fire]:
     """The on_exit fires of `end`: an exit's at the moment it ended, a loss's `now`. A loss
     is told as a loss even after a stop: its code, and so what ended it, is unknown."""
     if isinstance(end, Exited):
-        return exit_fires(process_id, hooks, end.record, stopped_by_user=stopped_by_user)
+        return exit_fires(process_id, hooks, end.record, ended_by_user=ended_by_user)
     return lost_fires(process_id, hooks, now)
 
 

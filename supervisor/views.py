@@ -126,13 +126,16 @@ def newest_runs(rows: Sequence[ProcessRecord]) -> list[ProcessRecord]:
     return sorted(newest.values(), key=lambda p: first.get(p.chain, (p.started_at, p.id)))
 
 
+# What a person asked of a run that ended (`stop_request`): said beside its exit.
+_BY_USER = {"stop": "stopped by user", "restart": "restarted by user"}
+
+
 def _exit_text(p: ProcessRecord) -> str:
     code = "-" if p.exit_code is None else str(p.exit_code)
-    if p.signal:
-        return f"{code} ({p.signal})"
-    if p.end_reason:
-        return f"{code} ({p.end_reason})"
-    return code
+    why = [w for w in (p.signal or p.end_reason, _BY_USER.get(p.stop_request or "")) if w]
+    if p.exit_code is None and p.state not in ("exited", "lost", "crash-loop"):
+        why = []  # running: its stop is asked, not done
+    return f"{code} ({', '.join(why)})" if why else code
 
 
 def _state_text(p: ProcessRecord, now: float) -> str:

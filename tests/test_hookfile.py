@@ -149,7 +149,7 @@ def test_on_exit_stopped_by_user_is_kept_and_round_trips() -> None:
     bad = "hooks:\n  - name: h\n    on_exit:\n      stopped_by_user: 'no'\n    instructions: x\n"
     assert one_problem(bad) == (
         'h.yaml:4: hooks[0].on_exit.stopped_by_user must be true or false, got "no"; '
-        "write stopped_by_user: false to skip exits `supervise stop` caused"
+        "write stopped_by_user: false to skip exits `supervise stop` or `restart` caused"
     )
 
 

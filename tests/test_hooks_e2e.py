@@ -237,3 +237,35 @@ def test_on_exit_knows_a_person_stopped_it(env: Env, daemon: Daemon) -> None:
     ]
     message = _thread(env, got[1]["thread_id"])["entries"][0]["text"]
     assert "Trigger: on_exit (exit code: 3 — failure)\n" in message
+
+
+def test_a_restart_of_a_running_process_is_a_persons_exit_told_as_a_restart(
+    env: Env, daemon: Daemon
+) -> None:
+    hooks = _hooks(
+        env,
+        {
+            "hooks": [
+                {"name": "any-end", "on_exit": {}, "instructions": "Look."},
+                {"name": "crashes", "on_exit": {"stopped_by_user": False}, "instructions": "Fix."},
+            ],
+        },
+    )
+    pid = env.run_d("sleep", "60", hooks=hooks)["id"]
+    env.wait_state(pid, "running")
+    r = env.cli("restart", str(pid), "--grace", "2", check=True)
+    assert "restarted: run 2" in r.stdout
+    fires = {f["hook"]: f for f in wait_until(lambda: len(env.fires()) == 2 and env.fires())}
+    # A person's doing, like a stop: `stopped_by_user: false` skips it; told as a restart.
+    assert fires["any-end"]["spawned"] and fires["any-end"]["detail"] == (
+        "exit code 143 (SIGTERM); restarted by supervise restart"
+    )
+    assert not fires["crashes"]["spawned"] and fires["crashes"]["reason"] == "stopped_by_user"
+    message = _thread(env, fires["any-end"]["thread_id"])["entries"][0]["text"]
+    assert "a person restarted it with `supervise restart` (a new run starts)" in message
+    assert "stopped it" not in message
+    runs = env.cli("ps", "--all", check=True).stdout
+    assert "143 (SIGTERM, restarted by user)" in runs and "stopped by user" not in runs
+    env.cli("stop", str(pid), "--grace", "2", check=True)
+    wait_until(lambda: len(env.fires()) == 4, what="run 2's exit fires")
+    assert "143 (SIGTERM, stopped by user)" in env.cli("ps", check=True).stdout

@@ -5,7 +5,11 @@ state half (state/prune.py) on both back ends with the `store` fixture."""
 from __future__ import annotations
 
 import json
+import select as fdselect
+import signal
 import sqlite3
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -250,3 +254,76 @@ def test_a_run_goes_with_its_settled_actions_but_not_a_pending_one(store: Store)
     settle(store, sent.id, "done", 4.0, result="sent")
     assert prune_run(store, a, keep_live_after=0.0) is not None
     assert [r.title for r in list_actions(store)] == ["still trying"]
+
+
+def crash_chain(env: Env, restarts: int, name: str = "w") -> list[ProcessRecord]:
+    """A process restarted at once `restarts` times, then ended as a crash loop."""
+    policy = {"policy": "always", "delay": "0s", "max_delay": "0s", "factor": 1,
+              "max_restarts": restarts, "within": "1h"}  # fmt: skip
+    hooks = env.write(f"{name}.json", json.dumps({"restart": policy}))
+    first = int(env.run_d("sh", "-c", "echo out; exit 1", hooks=hooks, name=name)["id"])
+    return wait_for(
+        lambda: sorted((p for p in env.seen_processes() if p.chain == first), key=lambda p: p.id),
+        lambda rs: rs and rs[-1].state == "crash-loop",
+        what="the crash loop",
+        timeout=30,
+    )
+
+
+def test_a_chain_whose_first_runs_were_pruned_still_answers_to_its_id(
+    env: Env, daemon: Daemon
+) -> None:
+    runs = crash_chain(env, 3)
+    first = runs[0].id
+    data = prune(env, "--keep", "2")
+    assert [r["id"] for r in data["runs"]] == [runs[0].id, runs[1].id]
+    # The id people know (the first run's) still names the process everywhere.
+    listed = env.ps()["processes"]
+    assert [(p["first_id"], p["run"]) for p in listed] == [(first, 3), (first, 4)]
+    table = env.cli("ps", check=True).stdout.splitlines()
+    assert table[2].split()[:5] == [str(first), "w", "crash-loop", str(runs[3].pid), "1"]
+    logs = env.cli("logs", str(first), check=True).stdout
+    assert logs.count("out\n") == 2 and "run 3 (process" in logs and "run 4 (process" in logs
+    fires = env.cli("fires", "--process", str(first))
+    assert fires.returncode == 0, fires.stderr
+    r = env.cli("restart", str(first), check=True)
+    assert f"process {first} (w) restarted: run 5 is process" in r.stdout
+    assert env.cli("logs", "99999").returncode == 2  # an id never used is still unknown
+
+
+def test_a_prune_killed_midway_leaves_a_state_the_next_prune_finishes(
+    env: Env, daemon: Daemon
+) -> None:
+    from supervisor.inotify import IN_DELETE, Inotify
+
+    runs = crash_chain(env, 30)
+    first, ids = runs[0].id, {r.id for r in runs}
+    watch = Inotify()
+    watch.add(str(env.home / "runs"), IN_DELETE)
+    cmd = [sys.executable, "-m", "supervisor", "prune", "--keep", "0"]
+    proc = subprocess.Popen(cmd, env=env.env, cwd=env.work, stdout=subprocess.DEVNULL)
+    try:
+        # Killed as soon as it removes anything from a run dir: mid-way through its runs.
+        assert fdselect.select([watch.fd], [], [], 20)[0], "prune removed nothing"
+        proc.kill()
+    finally:
+        proc.wait()
+        watch.close()
+    assert proc.returncode == -signal.SIGKILL
+    left = {p.id for p in env.seen_processes()}
+    assert left and left < ids, "the kill came before or after the whole prune"
+    # Every run still recorded has its dir and output: only the one being removed may be
+    # a dir without its records (the next prune's orphan).
+    for rid in left:
+        assert (env.home / "runs" / str(rid) / "output.log").exists()
+    strays = [d.name for d in (env.home / "runs").iterdir() if int(d.name) not in left]
+    assert len(strays) <= 1
+    # What reads the state sees no fault in it.
+    for args in (["ps"], ["logs", str(first)], ["fires", "--process", str(first)]):
+        r = env.cli(*args)
+        assert r.returncode == 0 and r.stderr == "", (args, r.stderr)
+    data = prune(env, "--keep", "0")
+    assert sorted(r["id"] for r in data["runs"]) == sorted(left)
+    assert data["orphan_dirs"] == strays
+    assert env.seen_processes() == [] and list((env.home / "runs").iterdir()) == []
+    assert "Traceback" not in daemon.log.read_text()

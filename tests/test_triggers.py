@@ -29,6 +29,7 @@ from supervisor.hookspec import Hook, OnExit, OnOutputMatch, OnTimeout
 from supervisor.limits import scan_budget
 from supervisor.logcap import BLOCK, cap_due, plan_punch
 from supervisor.matching import Matcher
+from supervisor.restarts import StopRequest
 from supervisor.rundir import ExitRecord
 from supervisor.triggers import (
     SAVE_EVERY,
@@ -142,34 +143,39 @@ def test_exit_fires_the_hooks_that_accept_its_code(
 
 
 CRASH_ONLY = Hook("crash-only", OnExit(stopped_by_user=False), "only crashes")
-STOPPED = "stopped by supervise stop"
+DETAIL = {"stop": "; stopped by supervise stop", "restart": "; restarted by supervise restart"}
 
 
 @pytest.mark.parametrize(
     ("status", "by_user", "want"),
     [
-        # (exit status, a person's `supervise stop` ended it) -> {hook: refusal}
-        (143, False, {"any": None, "crash-only": None, "killed": None}),
-        (143, True, {"any": None, "crash-only": "stopped_by_user", "killed": None}),
-        (0, True, {"any": None, "crash-only": "stopped_by_user", "ok": None}),
-        (1, False, {"any": None, "crash-only": None, "fail": None}),
-        (1, True, {"any": None, "crash-only": "stopped_by_user", "fail": None}),
+        # (exit status, what a person did that ended it) -> {hook: refusal}
+        (143, None, {"any": None, "crash-only": None, "killed": None}),
+        (143, "stop", {"any": None, "crash-only": "stopped_by_user", "killed": None}),
+        (143, "restart", {"any": None, "crash-only": "stopped_by_user", "killed": None}),
+        (0, "stop", {"any": None, "crash-only": "stopped_by_user", "ok": None}),
+        (1, None, {"any": None, "crash-only": None, "fail": None}),
+        (1, "stop", {"any": None, "crash-only": "stopped_by_user", "fail": None}),
+        (1, "restart", {"any": None, "crash-only": "stopped_by_user", "fail": None}),
     ],
 )
 def test_an_exit_a_person_caused_is_told_and_refused_where_the_hook_says(
-    status: int, by_user: bool, want: dict[str, str | None]
+    status: int, by_user: StopRequest | None, want: dict[str, str | None]
 ) -> None:
     record = ExitRecord.from_status(status, 9.0)
-    fires = exit_fires(3, (*HOOKS, CRASH_ONLY), record, stopped_by_user=by_user)
+    fires = exit_fires(3, (*HOOKS, CRASH_ONLY), record, ended_by_user=by_user)
     assert {f.hook.name: f.refuse for f in fires} == want
     for f in fires:
-        assert f.stopped_by_user is by_user and (STOPPED in f.detail) is by_user
+        assert f.ended_by_user == by_user
+        # A restart's exit says so, never that it was stopped.
+        told = [d for d in DETAIL.values() if d in f.detail]
+        assert told == ([] if by_user is None else [DETAIL[by_user]])
         assert f.key == FireKey(3, f.hook.name, "exit")  # refused, its key is taken all the same
     # end_fires passes it on for an exit; a loss is a loss (its code, and cause, unknown).
-    ended = end_fires(3, (CRASH_ONLY,), Exited(record), 10.0, stopped_by_user=by_user)
+    ended = end_fires(3, (CRASH_ONLY,), Exited(record), 10.0, ended_by_user=by_user)
     assert [f.refuse for f in ended] == [want["crash-only"]]
-    lost = end_fires(3, (CRASH_ONLY,), Lost(NO_EXIT_RECORD), 10.0, stopped_by_user=by_user)
-    assert [(f.refuse, f.stopped_by_user) for f in lost] == [(None, False)]
+    lost = end_fires(3, (CRASH_ONLY,), Lost(NO_EXIT_RECORD), 10.0, ended_by_user=by_user)
+    assert [(f.refuse, f.ended_by_user) for f in lost] == [(None, None)]
 
 
 def test_exit_without_on_exit_hooks_fires_nothing() -> None:
