@@ -270,7 +270,8 @@ class Tracker:
             return res
         if self.shim_pid is None and self.pid is None:
             # Recorded but never launched (the CLI died in between): lost once the grace ends.
-            res.recheck_at = self.started_at + STARTING_GRACE_S
+            left = clocks.due_in(self.start, STARTING_GRACE_S, self.instant())
+            res.recheck_at = self.clock() + left
             return res
         if check_liveness:
             # Reading /proc for this costs more than the rest of a small step: only when asked.
@@ -326,7 +327,8 @@ class Tracker:
         known = ending.presumed_alive(
             same_boot=self.boot_id == boot_id(),
             launched=self.shim_pid is not None or self.pid is not None,
-            since_start=self.clock() - self.started_at,
+            # On the boot clock: a wall-clock step must not give up a launch in progress.
+            since_start=clocks.elapsed(self.start, self.instant()),
         )
         if known is not None:
             return known

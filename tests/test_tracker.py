@@ -356,6 +356,21 @@ def test_a_process_never_launched_is_lost_after_the_grace(supervise: Make) -> No
     assert sup.row.state == "lost"
 
 
+def test_a_wall_clock_step_does_not_give_up_a_launch_in_progress(supervise: Make) -> None:
+    # The grace is counted on the boot clock: a wall clock stepped forward a day (NTP after
+    # a long suspend, or a daemon whose clock differs from the CLI's) leaves it 1 s in.
+    from supervisor.ending import STARTING_GRACE_S
+
+    clock = FakeClock()
+    sup = supervise(HOOKS, clock, launched=False)
+    clock.wall += 86_400.0
+    got = replay(sup, [Tick(1), Step(liveness=True)])
+    assert not got.ended and sup.row.state != "lost"
+    assert got.results[-1].recheck_at == clock.wall + STARTING_GRACE_S - 1
+    replay(sup, [Tick(STARTING_GRACE_S), Step(liveness=True)])
+    assert sup.row.state == "lost"
+
+
 def test_a_fire_tells_the_output_up_to_its_line_and_is_never_after_the_exit(
     supervise: Make,
 ) -> None:
