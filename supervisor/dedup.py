@@ -26,8 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from agent_threads.problems import MAX_SECONDS, KeyPath, Problems
-from supervisor.restarts import format_duration, parse_duration
+from agent_threads.problems import KeyPath, Problems
+from supervisor.restartfile import check_duration
+from supervisor.restarts import format_duration
 
 if TYPE_CHECKING:  # a hook file's loader must not import SQLAlchemy (`hooks check`, `ps`)
     from state.repeats import SeenThread
@@ -105,30 +106,11 @@ def check_dedup(value: Any, r: Problems, path: KeyPath) -> DedupSpec | None:
     key = value.get("key", "signature")
     if key not in DEDUP_KEYS:
         r.bad((*path, "key"), f"must be one of {keys}", key, "write key: signature")
-    cooldown = _duration(value, path, "cooldown", r, DEFAULT_COOLDOWN)
-    window = _duration(value, path, "window", r, None)
+    cooldown = check_duration(value, path, "cooldown", r, DEFAULT_COOLDOWN)
+    window = check_duration(value, path, "window", r, None, positive=True, example=3600.0)
     if len(r.found) > before or cooldown is None:
         return None
     return DedupSpec(key, cooldown, window)
-
-
-def _duration(
-    data: Mapping[str, Any], path: KeyPath, key: str, r: Problems, default: float | None
-) -> float | None:
-    value = data.get(key)
-    if value is None:
-        return default
-    fix = f"write {key}: {format_duration(default or DEFAULT_COOLDOWN)}"
-    try:
-        seconds = parse_duration(value)
-    except ValueError as exc:
-        r.bad((*path, key), f"must be {exc}", value, fix)
-        return None
-    if seconds > MAX_SECONDS or (key == "window" and seconds <= 0):
-        low = "above 0" if key == "window" else "from 0"
-        r.bad((*path, key), f"must be a duration {low} up to 10 years", value, fix)
-        return None
-    return seconds
 
 
 # -- the signature -----------------------------------------------------------------------------

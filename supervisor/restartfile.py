@@ -56,10 +56,10 @@ def check_restart(value: Any, r: Problems, path: KeyPath = ("restart",)) -> Rest
         r.bad((*path, "policy"), f"must be one of {_POLICIES}", raw, "write policy: on-failure")
         policy = None
     d = RestartSpec()
-    delay = _duration(value, path, "delay", r, d.delay)
-    max_delay = _duration(value, path, "max_delay", r, d.max_delay)
-    reset_after = _duration(value, path, "reset_after", r, d.reset_after)
-    within = _duration(value, path, "within", r, d.within, positive=True)
+    delay = check_duration(value, path, "delay", r, d.delay)
+    max_delay = check_duration(value, path, "max_delay", r, d.max_delay)
+    reset_after = check_duration(value, path, "reset_after", r, d.reset_after)
+    within = check_duration(value, path, "within", r, d.within, positive=True)
     factor = _factor(value, path, r)
     max_restarts = r.count(value, (*path, "max_restarts"), low=1, eg=10)
     after = value.get("after_thread", False)
@@ -98,19 +98,23 @@ def _policy(text: str, path: KeyPath, r: Problems) -> str | None:
     return None
 
 
-def _duration(
+def check_duration(
     data: Mapping[str, Any],
     path: KeyPath,
     key: str,
     r: Problems,
-    default: float,
+    default: float | None,
     *,
     positive: bool = False,
+    example: float | None = None,
 ) -> float | None:
+    """`data[key]` as seconds (`30s`, `5m`, a number), `default` when absent; None with the
+    problem added to `r` (its fix writes `example`, else the default)."""
     value = data.get(key)
     if value is None:
         return default
-    fix = f"write {key}: {format_duration(default)}"
+    shown = example if example is not None else default
+    fix = f"write {key}: {format_duration(shown if shown is not None else 60.0)}"
     try:
         seconds = parse_duration(value)
     except ValueError as exc:
