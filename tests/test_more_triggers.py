@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Daemon, Env, wait_until
+from conftest import Daemon, Env, wait_for, wait_until
 from fakes_supervisor import FakeClock
 
 from supervisor import resources, schedule, silence
@@ -206,7 +206,12 @@ def test_on_schedule_is_armed_again_for_a_restarted_run(
     code = "import time; print('serving', flush=True); time.sleep(300)"
     pid = env.run_d(sys.executable, "-c", code, hooks=hooks, name="web")["id"]
     env.cli("restart", "web", check=True)  # a new run: its own schedule, from its start
-    (second,) = [p.id for p in env.seen_processes() if p.state == "running"]
+    # The daemon starts the next run when the first one's end is recorded: wait for it.
+    (second,) = wait_for(
+        lambda: [p.id for p in env.seen_processes() if p.state == "running" and p.id != pid],
+        bool,
+        what="the second run running",
+    )
     assert second != pid
     first.kill(signal.SIGKILL)
     _fake_daemon(env, start_daemon, "2030-01-01 02:59:58")
