@@ -219,7 +219,11 @@ def commit_fires(
         after = RestartPlan()
         # Without a policy, only a person's `supervise restart` makes a next run: the
         # history is read (a query per end) only when it can matter.
-        if restart is not None and end is not None and (restart_policy or asked == "restart"):
+        if (
+            restart is not None
+            and end is not None
+            and (restart_policy or asked in ("restart", "hook"))
+        ):
             after = restart(history_in(conn, process_id))
             if after.state is not None:
                 conn.execute(_UPDATE, {"b_id": process_id, "state": after.state})

@@ -138,6 +138,12 @@ def history_in(conn: Connection, process_id: int) -> RunHistory:
     return RunHistory(runs, stop)
 
 
+def run_history(store: Store, process_id: int) -> RunHistory:
+    """`history_in`, in a transaction of its own."""
+    with store.read() as conn:
+        return history_in(conn, process_id)
+
+
 def insert_next_run(conn: Connection, prev_id: int, nxt: NextRun, now: float) -> int:
     """Record the run after `prev_id` as `backoff`, in the caller's transaction.
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 from agent_threads.spawn import FireFacts, render_prompt, render_repeat
 from state import fires
@@ -119,10 +120,8 @@ def plan_restart(
     """What follows the last run of `history` (pure): the decision and what to record."""
     last = history.runs[-1]
     stop: restarts.StopRequest | None = None
-    if history.stop_request == "stop":
-        stop = "stop"
-    elif history.stop_request == "restart":
-        stop = "restart"
+    if history.stop_request in ("stop", "restart", "hook"):
+        stop = cast(restarts.StopRequest, history.stop_request)
     decision: Decision
     if rebooted and last.end_reason != RUN_DIR_GONE:
         decision = restarts.after_reboot(spec, autostart=autostart, stop=stop)

@@ -292,8 +292,18 @@ class Outbox:
 
     def _restart_sync(self, run_id: int) -> tuple[str, int | None]:
         from state.processes import ENDED
-        from state.runs import NextRun, get_run, newest_run, record_next_run, request_stop
+        from state.runs import (
+            NextRun,
+            get_run,
+            newest_run,
+            record_next_run,
+            request_stop,
+            run_history,
+        )
+        from supervisor import restarts
+        from supervisor.firing import run_fact
         from supervisor.rundir import RunDir
+        from supervisor.runspec import RunSpec
         from supervisor.stopping import stop_process
 
         row = get_run(self.store, run_id)
@@ -303,14 +313,24 @@ class Outbox:
         if newest.id != row.id:
             return f"already restarted (run {newest.run_no} is process {newest.id})", None
         if row.state in ENDED:
+            # Counted as an automatic restart: a hook firing on every run ends in a crash
+            # loop (`restarts.hook_restart`), not in restarts forever.
+            runs = [run_fact(r) for r in run_history(self.store, row.id).runs]
+            spec = (
+                RunSpec.from_text(row.spec, f"process {row.id}").hooks.restart if row.spec else None
+            )
+            decision = restarts.hook_restart(spec, runs)
+            if isinstance(decision, restarts.CrashLoop):
+                return f"not restarted: {decision.text()} (restart.max_restarts)", None
             try:
                 new = record_next_run(
-                    self.store, row.id, NextRun(self.clock(), "manual"), self.clock()
+                    self.store, row.id, NextRun(self.clock(), "restart"), self.clock()
                 )
             except StateError:
                 return "already restarted", None
             return f"recorded run {new.run_no} (process {new.id})", new.id
-        asked = request_stop(self.store, row.id, "restart")
+        # Its end records the next run (`restarts.decide` with the request `hook`).
+        asked = request_stop(self.store, row.id, "hook")
         if asked is None:
             return "it ended meanwhile; its end decides", None
         try:

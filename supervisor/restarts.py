@@ -31,7 +31,9 @@ Cause = Literal["run", "restart", "manual", "boot"]
 CAUSES: tuple[Cause, ...] = get_args(Cause)
 # What a person asked of a running run: `stop` ends the restart loop, `restart` starts the
 # next run at once.
-StopRequest = Literal["stop", "restart"]
+# What ended a run on request: a person (`stop`, `restart`) or a hook's `restart: true` (`hook`).
+StopRequest = Literal["stop", "restart", "hook"]
+ByPerson = Literal["stop", "restart"]  # the requests a person makes (`ended_by_user`)
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -215,6 +217,8 @@ def decide(
         return Restart(last.ended_at, 0.0, "manual")
     if stop == "stop":
         return NoRestart("stopped by a person")
+    if stop == "hook":
+        return hook_restart(spec, runs)
     spec = spec or RestartSpec()
     if spec.policy == "no":
         return NoRestart("policy no")
@@ -232,6 +236,21 @@ def decide(
         return CrashLoop(restarts, spec.within)
     delay = backoff(spec, len(quick))
     return Restart(last.ended_at + delay, delay, "restart", spec.after_thread, len(quick))
+
+
+def hook_restart(spec: RestartSpec | None, runs: Sequence[RunFact]) -> Restart | CrashLoop:
+    """A hook's `restart: true` after the last of `runs` ended: at once, whatever the policy,
+    but counted as an automatic restart (cause `restart`), so a hook that fires on every run
+    ends in a crash loop past `max_restarts` within `within` (the defaults without a
+    `restart:` key) instead of restarting forever."""
+    spec = spec or RestartSpec()
+    last = runs[-1]
+    quick = series(spec, runs)
+    since = last.ended_at - spec.within
+    restarts = sum(1 for r in quick if r.cause == "restart" and r.started_at >= since)
+    if restarts >= spec.max_restarts:
+        return CrashLoop(restarts, spec.within)
+    return Restart(last.ended_at, 0.0, "restart", False, len(quick))
 
 
 def after_reboot(

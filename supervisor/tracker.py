@@ -48,7 +48,7 @@ from supervisor.matching import Matcher
 from supervisor.notices import ProcessFacts, Route
 from supervisor.redaction import make_redact, redact_text
 from supervisor.resources import ResourceAt
-from supervisor.restarts import CrashLoop, Decision, StopRequest
+from supervisor.restarts import ByPerson, CrashLoop, Decision
 from supervisor.rundir import ExitRecord, RunDir
 from supervisor.runspec import RunSpec
 from supervisor.tailing import Lines, LogReader, TailPos, tail_lines
@@ -562,7 +562,7 @@ class Tracker:
                     log.warning("process %d: masking by form only: %s", self.id, exc)
         return self._redact
 
-    def _ended_by_user(self) -> StopRequest | None:
+    def _ended_by_user(self) -> ByPerson | None:
         """Whether a person asked this run to end (`supervise stop`, or `supervise restart`
         of it running): each records its request before it signals, so it is committed
         before the exit can be seen. Read only when an on_exit hook could be told."""
@@ -572,7 +572,7 @@ class Tracker:
         asked = None if row is None else row.stop_request
         if asked == "stop":
             return "stop"
-        return "restart" if asked == "restart" else None
+        return "restart" if asked == "restart" else None  # `hook`: no person
 
     def _settle(self, end: End, res: StepResult) -> None:
         """Commit the end and its on_exit fires, together."""

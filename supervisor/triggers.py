@@ -19,13 +19,13 @@ from supervisor.ending import End, Exited
 from supervisor.hookspec import Hook, OnCrashLoop, OnExit, OnOutputMatch, OnTimeout
 from supervisor.limits import scan_budget
 from supervisor.matching import LineMatch
-from supervisor.restarts import CrashLoop, StopRequest
+from supervisor.restarts import ByPerson, CrashLoop
 from supervisor.rundir import ExitRecord
 
 TIMER_SLACK_S = 0.05  # a timeout woken this early is due: timers may wake a hair before
 LOST_DETAIL = "lost: exit code unknown"
 # A person asked (`fires` shows it): what ended the run, by the request noted on it.
-USER_DETAIL: dict[StopRequest, str] = {
+USER_DETAIL: dict[ByPerson, str] = {
     "stop": "stopped by supervise stop",
     "restart": "restarted by supervise restart",
 }
@@ -104,7 +104,7 @@ class Fire:
     crash_loop: str | None = None  # an on_crash_loop fire: how many restarts, how fast
     # An on_exit fire: a person ended the run (`supervise stop`, or `supervise restart` of a
     # running one); a hook with `stopped_by_user: false` refuses both.
-    ended_by_user: StopRequest | None = None
+    ended_by_user: ByPerson | None = None
     # on_silence, on_schedule, on_resource: what fired, as the thread is told it
     what_fired: str | None = None
 
@@ -132,7 +132,7 @@ def exit_fires(
     hooks: Sequence[Hook],
     record: ExitRecord,
     *,
-    ended_by_user: StopRequest | None = None,
+    ended_by_user: ByPerson | None = None,
 ) -> list[Fire]:
     """The on_exit hooks an exit with `record`'s code fires, at the moment it ended.
 
@@ -186,7 +186,7 @@ def end_fires(
     end: End,
     now: float,
     *,
-    ended_by_user: StopRequest | None = None,
+    ended_by_user: ByPerson | None = None,
 ) -> list[Fire]:
     """The on_exit fires of `end`: an exit's at the moment it ended, a loss's `now`. A loss
     is told as a loss even after a stop: its code, and so what ended it, is unknown."""

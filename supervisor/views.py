@@ -127,7 +127,11 @@ def newest_runs(rows: Sequence[ProcessRecord]) -> list[ProcessRecord]:
 
 
 # What a person asked of a run that ended (`stop_request`): said beside its exit.
-_BY_USER = {"stop": "stopped by user", "restart": "restarted by user"}
+_BY_USER = {
+    "stop": "stopped by user",
+    "restart": "restarted by user",
+    "hook": "restarted by a hook",
+}
 
 
 def _exit_text(p: ProcessRecord) -> str:

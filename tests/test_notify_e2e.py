@@ -238,6 +238,37 @@ def test_restart_true_restarts_the_process_once(
     time.sleep(0.5)  # a second restart would have been recorded by now
     assert len(runs()) == 2
     assert (env.work / "seen").read_text() == "xx"
+    # A hook restarted it, not a person; counted as an automatic restart.
+    ended, second = sorted(runs(), key=lambda p: p.run_no)
+    assert (ended.stop_request, second.cause) == ("hook", "restart")
+    assert "restarted by a hook" in env.cli("ps", "--all", check=True).stdout
+
+
+def test_a_hook_that_restarts_every_run_ends_in_a_crash_loop(
+    env: Env, start_daemon: Callable[..., Daemon]
+) -> None:
+    # on_exit + restart: true on a process that always fails: without a bound it would
+    # restart forever. It counts as the restart policy's restarts do (max_restarts 2 here).
+    hf = env.write(
+        "loop.json",
+        json.dumps(
+            {
+                "hooks": [{"name": "again", "on_exit": {}, "restart": True}],
+                "restart": {"policy": "no", "max_restarts": 2, "within": "1h"},
+            }
+        ),
+    )
+    start_daemon()
+    first = env.run_d("sh", "-c", "exit 1", hooks=hf)["id"]
+    rows = wait_actions(
+        env,
+        lambda rs: len(rs) == 3 and all(r["status"] == "done" for r in rs),
+        "three restart actions settled",
+    )
+    assert [r["result"].split(" (")[0] for r in rows][-1].startswith("not restarted: crash loop")
+    time.sleep(0.5)  # a fourth run would have been recorded by now
+    chain = sorted((p for p in env.seen_processes() if p.first_id == first), key=lambda p: p.run_no)
+    assert [p.cause for p in chain] == ["run", "restart", "restart"]
 
 
 def test_undone_actions_are_done_once_after_a_daemon_sigkill(

@@ -359,3 +359,17 @@ def test_restart_forms() -> None:
 )
 def test_a_bad_restart_names_its_line_and_the_fix(text: str, expected: str) -> None:
     assert problems(text) == [expected]
+
+
+def test_a_hooks_restart_is_at_once_whatever_the_policy_and_counted_toward_a_crash_loop() -> None:
+    # `restart: true` on a hook: policy no still restarts (at the end, no backoff), as cause
+    # `restart`, so a hook firing on every run meets max_restarts instead of looping forever.
+    spec = RestartSpec("no", max_restarts=2, within=3600.0)
+    one = crashes(1)
+    assert decide(spec, one, stop="hook") == Restart(one[-1].ended_at, 0.0, "restart", False, 1)
+    assert decide(None, one, stop="hook") == Restart(one[-1].ended_at, 0.0, "restart", False, 1)
+    three = crashes(1, 1, 1)  # two restarts already
+    assert decide(spec, three, stop="hook") == CrashLoop(2, 3600.0)
+    # A person's restart starts a new series: the hook may restart again.
+    fresh = [*three, RunFact(2000.0, 2001.0, True, "manual")]
+    assert isinstance(decide(spec, fresh, stop="hook"), Restart)

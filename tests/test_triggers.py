@@ -29,7 +29,7 @@ from supervisor.hookspec import Hook, OnExit, OnOutputMatch, OnTimeout
 from supervisor.limits import scan_budget
 from supervisor.logcap import BLOCK, cap_due, plan_punch
 from supervisor.matching import Matcher
-from supervisor.restarts import StopRequest
+from supervisor.restarts import ByPerson
 from supervisor.rundir import ExitRecord
 from supervisor.triggers import (
     SAVE_EVERY,
@@ -160,7 +160,7 @@ DETAIL = {"stop": "; stopped by supervise stop", "restart": "; restarted by supe
     ],
 )
 def test_an_exit_a_person_caused_is_told_and_refused_where_the_hook_says(
-    status: int, by_user: StopRequest | None, want: dict[str, str | None]
+    status: int, by_user: ByPerson | None, want: dict[str, str | None]
 ) -> None:
     record = ExitRecord.from_status(status, 9.0)
     fires = exit_fires(3, (*HOOKS, CRASH_ONLY), record, ended_by_user=by_user)
