@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_core as core
 import bench_threads as threads
+import notify_latency
 import restart_latency
 import watch_tax
 
@@ -296,6 +297,19 @@ def restart_rows(restarts: int, peers: bool, results: dict[str, Any]) -> list[Ro
     return rows
 
 
+def notify_rows(runs: int, results: dict[str, Any]) -> list[Row]:
+    """Crash -> notification (bench/notify_latency.py): an on_exit hook with `notify:` to a
+    json:// webhook on 127.0.0.1, from the exit record to the POST's arrival."""
+    got = notify_latency.figures(runs)
+    results["notify_latency"] = got
+    return [
+        Row(
+            f"crash -> notification (json:// webhook on 127.0.0.1), {got['runs']:.0f} crashes",
+            f"p50 {got['p50_ms']:.0f} ms, p95 {got['p95_ms']:.0f} ms (max {got['max_ms']:.0f})",
+        )
+    ]
+
+
 def thread_rows(steps: int, runs: int, results: dict[str, Any]) -> list[Row]:
     loop = statistics.median(threads.one_run(steps, False) for _ in range(runs))
     hooked = statistics.median(threads.one_run(steps, True) for _ in range(runs))
@@ -391,6 +405,7 @@ def main() -> None:
     if peers and not q:
         rows += peer_scale_rows(procs[-1], results)
     rows += restart_rows(20 if q else 100, peers, results)
+    rows += notify_rows(10 if q else 30, results)
     rows += thread_rows(10 if q else 40, runs, results)
     if q:
         growth = growth_tables(2.0, [10], [50.0], lines, results)
