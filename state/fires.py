@@ -296,8 +296,8 @@ def _write(
         "reason": w.reason,
     }
     row = conn.execute(_INSERT, values).one()
-    insert_actions(conn, w.actions, time.time(), fire_id=row.id)
     if w.thread is None:
+        insert_actions(conn, w.actions, time.time(), fire_id=row.id)
         other = _joined(w, made)
         if other is None:
             return FireRecord.from_row(row)
@@ -308,6 +308,9 @@ def _write(
         )
     new = replace(w.thread, process_id=process_id, fire_id=row.id)
     thread = create_thread(conn, new, rate)
+    # Its notices name the thread it spawned (the plan could not know its id).
+    actions = [replace(a, thread_id=thread.id) for a in w.actions]
+    insert_actions(conn, actions, time.time(), fire_id=row.id)
     return FireRecord.from_row(
         conn.execute(_SET_THREAD, {"b_id": row.id, "b_thread": thread.id}).one()
     )

@@ -24,6 +24,8 @@ from supervisor.hookspec import Hook
 
 MAX_BODY = 3500  # most services cut a message near 4,000 characters
 TAIL_LINES = 10
+# A fire's notice is planned before its thread has an id: the outbox names it when it sends.
+SPAWNED = "A thread was spawned to look into it."
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,16 @@ def _clip(text: str, limit: int = MAX_BODY) -> str:
     return text if len(text) <= limit else text[: limit - 20] + "\n... (cut)"
 
 
+def naming_thread(body: str, thread_id: int | None) -> str:
+    """A fire's notice with the thread it spawned named (`thread_id` None: as it was)."""
+    if thread_id is None:
+        return body
+    named = (
+        f"Thread t{thread_id} was spawned to look into it: `supervise thread show t{thread_id}`."
+    )
+    return body.replace(SPAWNED, named, 1)
+
+
 def fire_actions(
     hook: Hook,
     proc: ProcessFacts,
@@ -77,7 +89,7 @@ def fire_actions(
     if exit_code is not None:
         lines.append(f"Exit code: {exit_code}")
     if spawns:
-        lines.append("A thread was spawned to look into it: `supervise fires` names it.")
+        lines.append(SPAWNED)
     if tail:
         lines += ["", f"Last {min(len(tail), TAIL_LINES)} lines:", *tail[-TAIL_LINES:]]
     body = _clip("\n".join(lines))

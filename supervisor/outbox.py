@@ -29,6 +29,7 @@ from state.settings import NotifySettings
 from supervise.errors import StateError, SuperviseError
 from supervisor.delivery import coalesced, plan_sends, retry_delay
 from supervisor.hookactions import FireFactsEnv, RunCommand, run_env
+from supervisor.notices import naming_thread
 from supervisor.notifysend import Sent, send
 from supervisor.redaction import redact_text
 
@@ -157,10 +158,10 @@ class Outbox:
             return
         for rid in plan.alone:
             row = by_id[rid]
-            await self._deliver(row, urls, row.title, row.body)
+            await self._deliver(row, urls, row.title, _body(row))
         if plan.together:
             group = [by_id[i] for i in plan.together]
-            title, body = coalesced([r.title for r in group], [r.body for r in group])
+            title, body = coalesced([r.title for r in group], [_body(r) for r in group])
             await self._deliver(group[0], urls, title, body, carried=plan.together[1:])
 
     async def _deliver(
@@ -338,3 +339,8 @@ class Outbox:
         except SuperviseError as exc:
             return f"asked to restart; {exc}", None
         return f"stopped run {row.run_no}; its end records the next run", None
+
+
+def _body(row: ActionRecord) -> str:
+    """What a notification says: a fire's names the thread the fire spawned."""
+    return naming_thread(row.body, row.thread_id) if row.event == "fire" else row.body

@@ -96,6 +96,23 @@ def test_fire_notifies_json_and_form_targets_with_the_matched_line(
     assert PASSWORD not in d.log.read_text()
 
 
+def test_a_fire_notice_names_the_thread_it_spawned(
+    env: Env, start_daemon: Callable[..., Daemon], hook: Webhook
+) -> None:
+    settings(env, {"ops": hook.url()})
+    turns = env.write("turns.yaml", yaml.safe_dump({"turns": [{"content": "Seen."}]}))
+    hf = hooks(
+        env,
+        {"name": "crashed", "on_exit": {}, "instructions": "Find out why.", "notify": "ops"},
+        agent={"model": f"scripted:{turns.name}"},
+    )
+    start_daemon()
+    env.run_d(*py("import sys; sys.exit(3)"), hooks=hf)
+    (post,) = hook.wait(1)
+    message = post.fields["message"]
+    assert "Thread t1 was spawned to look into it: `supervise thread show t1`." in message
+
+
 def test_approval_and_finished_threads_notify_with_the_commands_and_the_answer(
     env: Env, start_daemon: Callable[..., Daemon], hook: Webhook
 ) -> None:
