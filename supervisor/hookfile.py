@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from agent_threads.config import AgentConfig, AgentConfigError
 from agent_threads.extensions import ExtensionError, check_syntax, is_path, module_file, pin
@@ -46,6 +46,7 @@ from supervisor.hookspec import (
     OnTimeout,
     Rate,
     Trigger,
+    TriggerKind,
     trigger_kind,
 )
 from supervisor.hooktext import EXAMPLE, ReadAbort, read_json, read_utf8, read_yaml
@@ -63,15 +64,7 @@ __all__ = [
     "parse_hook_text",
 ]
 _TOP_KEYS = ("purpose", "context", "hooks", "agent", "limits", "restart", "env_file")
-_TRIGGERS = (
-    "on_exit",
-    "on_output_match",
-    "on_timeout",
-    "on_crash_loop",
-    "on_silence",
-    "on_schedule",
-    "on_resource",
-)
+_TRIGGERS: tuple[str, ...] = get_args(TriggerKind)  # in the order messages list them
 _HOOK_KEYS = ("name", *_TRIGGERS, "instructions", "max_spawns", "dedup", "agent", *ACTION_KEYS)
 # Keys a hook's own `agent:` may not set: they are pinned and anchored for the whole file.
 _FILE_ONLY_AGENT_KEYS = ("extensions", "plugins")
