@@ -71,7 +71,9 @@ class Dispatcher:
                     # A full disk or a locked database must not take the daemon down with
                     # it: the queue is unchanged (the claim is one statement), so look again.
                     failing = failing or f"{time.strftime('%H:%M:%S')}: {exc}"
-                    log.error("claiming queued threads failed: %s; retrying in %gs", exc, RETRY_S)
+                    log.error(
+                        "claiming queued threads failed: %s; claiming again in %gs", exc, RETRY_S
+                    )
                     free, claimed, due = 0, [], self.clock() + RETRY_S
                 else:
                     if failing:

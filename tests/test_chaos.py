@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -312,7 +313,12 @@ def test_a_full_disk_loses_no_fire_and_recovers(
     proc.rlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))  # the disk is full
     try:
         (env.work / "go1").touch()
-        daemon.wait_log("retrying in")  # it tried, and failed, to commit MARK 2
+        # It tried, and failed, to commit MARK 2 (not only to claim t1's thread).
+        wait_for(
+            daemon.log.read_text,
+            lambda log: re.search(rf"process {pid}: .*; retrying in", log),
+            what="the failed commit of MARK 2 logged",
+        )
         assert daemon.proc.poll() is None, "the daemon died on a full disk"
         assert [f.detail for f in env.seen_fires()] == ["MARK 1"]
     finally:
