@@ -49,7 +49,7 @@ from supervisor.hookspec import (
     TriggerKind,
     trigger_kind,
 )
-from supervisor.hooktext import EXAMPLE, ReadAbort, read_json, read_utf8, read_yaml
+from supervisor.hooktext import EXAMPLE, read_document, read_utf8
 from supervisor.matching import compile_pattern
 from supervisor.restartfile import check_restart
 
@@ -223,24 +223,7 @@ def parse_hook_text(text: str, filename: str) -> HookFile:
 
 def _parse(text: str, filename: str) -> tuple[HookFile, _Locate]:
     _check_extension(filename)
-    text = text.removeprefix("\ufeff")
-    try:
-        if not text.strip():
-            raise ReadAbort(f"{filename}:1: hook file is empty; see {EXAMPLE}")
-        read = read_json if filename.endswith(".json") else read_yaml
-        data, composer = read(text, filename)
-    except ReadAbort as exc:
-        raise HookFileError([str(exc)]) from None
-    except RecursionError:
-        msg = f"{filename}:1: hook file is nested too deeply to read; flatten its structure"
-        raise HookFileError([msg]) from None
-
-    def locate(path: KeyPath) -> tuple[int, str]:
-        while path and path not in composer.lines:
-            path = path[:-1]
-        line = composer.lines.get(path, 1)
-        return line, f"{filename}:{line}"
-
+    data, composer, locate = read_document(text, filename)
     return _validate(data, _Report(locate, composer.problems), (filename,)), locate
 
 
@@ -593,16 +576,22 @@ def _check_on_output_match(body: Any, path: KeyPath, r: _Report) -> OnOutputMatc
 
 
 def _check_on_timeout(body: Any, path: KeyPath, r: _Report) -> OnTimeout | None:
+    seconds = _check_seconds(body, path, r, "on_timeout", 7200)
+    return None if seconds is None else OnTimeout(seconds)
+
+
+def _check_seconds(body: Any, path: KeyPath, r: _Report, key: str, example: int) -> float | None:
+    """A `{seconds: N}` trigger's N (on_timeout, on_silence); None with the problem added."""
     seconds: Any = body.get("seconds") if isinstance(body, Mapping) else body
     if not isinstance(body, Mapping):
-        fix = f"write on_timeout: {{seconds: {seconds if is_number(seconds) else 7200}}}"
+        fix = f"write {key}: {{seconds: {seconds if is_number(seconds) else example}}}"
         r.bad(path, "must be a mapping", body, fix)
         return None
     r.unknown_keys(body, path, ("seconds",))
     if is_number(seconds) and 0 < seconds <= MAX_SECONDS:
-        return OnTimeout(float(seconds))
+        return float(seconds)
     what = f"must be a number of seconds above 0 and at most {MAX_SECONDS} (10 years)"
-    r.bad((*path, "seconds"), what, seconds, "write seconds: 7200")
+    r.bad((*path, "seconds"), what, seconds, f"write seconds: {example}")
     return None
 
 
@@ -619,17 +608,8 @@ def _check_on_crash_loop(body: Any, path: KeyPath, r: _Report) -> OnCrashLoop | 
 
 
 def _check_on_silence(body: Any, path: KeyPath, r: _Report) -> OnSilence | None:
-    seconds: Any = body.get("seconds") if isinstance(body, Mapping) else body
-    if not isinstance(body, Mapping):
-        fix = f"write on_silence: {{seconds: {seconds if is_number(seconds) else 300}}}"
-        r.bad(path, "must be a mapping", body, fix)
-        return None
-    r.unknown_keys(body, path, ("seconds",))
-    if is_number(seconds) and 0 < seconds <= MAX_SECONDS:
-        return OnSilence(float(seconds))
-    what = f"must be a number of seconds above 0 and at most {MAX_SECONDS} (10 years)"
-    r.bad((*path, "seconds"), what, seconds, "write seconds: 300")
-    return None
+    seconds = _check_seconds(body, path, r, "on_silence", 300)
+    return None if seconds is None else OnSilence(seconds)
 
 
 def _check_on_schedule(body: Any, path: KeyPath, r: _Report) -> OnSchedule | None:

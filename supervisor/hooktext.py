@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +149,39 @@ def read_json(text: str, filename: str) -> tuple[Any, Composer]:
         for key in duplicates:
             composer.problems.append((1, f"{filename}:1: duplicate key {key!r}; keep only one"))
     return data, composer
+
+
+Locate = Callable[[KeyPath], tuple[int, str]]
+
+
+def read_document(
+    text: str, filename: str, *, kind: str = "hook file", example: str = EXAMPLE
+) -> tuple[Any, Composer, Locate]:
+    """A YAML or JSON `kind` (by its extension) as plain values, its composer (each key
+    path's line, and the problems found reading) and where a key path is (`FILE:LINE`).
+
+    Raises:
+        HookFileError: it is empty, not valid YAML or JSON, or nested too deeply.
+    """
+    text = text.removeprefix("\ufeff")
+    try:
+        if not text.strip():
+            raise ReadAbort(f"{filename}:1: hook file is empty; see {example}")
+        read = read_json if filename.endswith(".json") else read_yaml
+        data, composer = read(text, filename)
+    except ReadAbort as exc:
+        raise HookFileError([str(exc).replace("hook file", kind)]) from None
+    except RecursionError:
+        msg = f"{filename}:1: {kind} is nested too deeply to read; flatten its structure"
+        raise HookFileError([msg]) from None
+
+    def locate(path: KeyPath) -> tuple[int, str]:
+        while path and path not in composer.lines:
+            path = path[:-1]
+        line = composer.lines.get(path, 1)
+        return line, f"{filename}:{line}"
+
+    return data, composer, locate
 
 
 def read_utf8(path: Path, name: str, kind: str) -> str:

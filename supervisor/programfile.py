@@ -32,7 +32,7 @@ from typing import Any
 from agent_threads.problems import KeyPath, Problems, show, where
 from supervise.errors import HookFileError
 from supervisor.hookspec import HookFile
-from supervisor.hooktext import ReadAbort, read_json, read_utf8, read_yaml
+from supervisor.hooktext import read_document, read_utf8
 from supervisor.restartfile import check_restart
 
 NAMES = ("supervise.yaml", "supervise.yml", "supervise.json")  # looked for when no -f
@@ -104,24 +104,8 @@ def load_program_file(path: Path) -> ProgramFile:
         raise HookFileError(
             [f"{name}: program file must end in .yaml, .yml or .json; rename it to say its format"]
         )
-    text = read_utf8(path, name, "program file").removeprefix("\ufeff")
-    try:
-        if not text.strip():
-            raise ReadAbort(f"{name}:1: program file is empty; see {EXAMPLE}")
-        read = read_json if name.endswith(".json") else read_yaml
-        data, composer = read(text, name)
-    except ReadAbort as exc:
-        raise HookFileError([str(exc).replace("hook file", "program file")]) from None
-    except RecursionError:
-        msg = f"{name}:1: program file is nested too deeply to read; flatten its structure"
-        raise HookFileError([msg]) from None
-
-    def locate(key: KeyPath) -> tuple[int, str]:
-        while key and key not in composer.lines:
-            key = key[:-1]
-        line = composer.lines.get(key, 1)
-        return line, f"{name}:{line}"
-
+    text = read_utf8(path, name, "program file")
+    data, composer, locate = read_document(text, name, kind="program file", example=EXAMPLE)
     checker = _Checker(path, locate)
     for line, message in composer.problems:
         checker.located.append((line, message))
